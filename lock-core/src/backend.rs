@@ -1,0 +1,223 @@
+//! What a store implements: the [`Backend`] trait and the types it trades in.
+//!
+//! # Contract
+//!
+//! A backend implements only what differs between stores. lock-core does
+//! the rest: key validation, namespaces, deadlines, renewal timing, the
+//! lost signal, background release on drop and tracing.
+//!
+//! * [`Backend::acquire`] takes one lock. With [`WaitMode::Try`] it makes a
+//!   single attempt and returns `Ok(None)` if the lock is held; otherwise it
+//!   waits (driven by store notifications where the store has them) until
+//!   it holds the lock. lock-core enforces the caller's deadline by dropping
+//!   the future, so **`acquire` must be cancel-safe**: a dropped call must
+//!   leave nothing behind that blocks later acquirers (a queue entry, a key
+//!   whose reply was lost). [`spawn_detached`](crate::spawn_detached) and
+//!   [`CleanupOnDrop`](crate::CleanupOnDrop) help.
+//! * The returned [`Acquired`] says how the lease stays alive
+//!   ([`Renewal`]) and carries a [`HeldLock`] through which lock-core
+//!   renews and releases it.
+//! * Release and renewal compare ownership in the store: they never touch a
+//!   lock that is no longer ours, and report [`LockError::Lost`] instead.
+//! * A backend that learns of a loss by itself (session expired, node
+//!   deleted) calls [`LossReporter::report`] on the request's reporter.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use crate::error::LockError;
+use crate::key::LockName;
+use crate::loss::LossReporter;
+use crate::owner::OwnerId;
+use crate::token::FencingToken;
+
+/// A lock store. Object-safe; a [`Locker`](crate::Locker) holds one as
+/// `Arc<dyn Backend>`.
+///
+/// `Debug` must not print credentials.
+#[async_trait]
+pub trait Backend: Send + Sync + fmt::Debug + 'static {
+    /// Short name of the store, used in traces and reports (`redis`, `file`).
+    fn name(&self) -> &'static str;
+
+    /// What this backend can do; the conformance suite picks cases by it.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Takes the lock described by `request`; see the module docs for the
+    /// contract. `Ok(None)` only for [`WaitMode::Try`] when the lock is held,
+    /// or when a wait ended at its deadline.
+    async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError>;
+
+    /// Who holds `name` now, or `None` if it is free.
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError>;
+
+    /// Removes the lock `name` whoever holds it (an operator's override);
+    /// the holder's guard reports [`LossReason::TakenAway`](crate::LossReason)
+    /// once its backend notices. Returns whether a lock was removed.
+    ///
+    /// The default refuses; backends that support it set
+    /// [`Capabilities::force_release`].
+    async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
+        let _ = name;
+        Err(LockError::invalid_config(format!(
+            "the {} backend cannot remove another owner's lock",
+            self.name()
+        )))
+    }
+
+    /// The raw operations of one uncontended lock+release with the same
+    /// client library and none of distlock's machinery, for benchmarks to
+    /// compare against. Opens its own connection.
+    async fn floor_probe(&self) -> Result<Option<Box<dyn FloorProbe>>, LockError> {
+        Ok(None)
+    }
+}
+
+/// What a backend can do. Construct with [`Capabilities::default`] (all
+/// false) and set the fields that apply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Locks of a holder that vanished (crashed, partitioned) are freed by
+    /// the store after the ttl.
+    pub expiry: bool,
+    /// Each lock has its own lease: a guard that stops renewing
+    /// ([`LockOptions::auto_renew`](crate::LockOptions::auto_renew) off, or
+    /// [`LockGuard::leak`](crate::LockGuard::leak)) expires after the ttl
+    /// even while its locker lives.
+    pub per_lock_expiry: bool,
+    /// [`Backend::force_release`] is supported.
+    pub force_release: bool,
+    /// Waiters are woken by the store when a lock is released (not by
+    /// polling), across processes.
+    pub notified_wakeups: bool,
+    /// Waiters get the lock in the order they asked for it.
+    pub fifo: bool,
+    /// The store is reached over a network and can become unreachable.
+    pub remote: bool,
+}
+
+/// How long an acquire call may wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitMode {
+    /// One attempt, no waiting.
+    Try,
+    /// Wait until this instant at most.
+    Until(Instant),
+    /// Wait until the lock is free.
+    Forever,
+}
+
+impl WaitMode {
+    /// The instant the wait ends, if any.
+    pub fn deadline(self) -> Option<Instant> {
+        match self {
+            Self::Until(deadline) => Some(deadline),
+            Self::Try | Self::Forever => None,
+        }
+    }
+
+    /// False for [`WaitMode::Try`].
+    pub fn may_wait(self) -> bool {
+        !matches!(self, Self::Try)
+    }
+}
+
+/// One request to take a lock, built by lock-core.
+#[derive(Debug)]
+pub struct AcquireRequest {
+    /// The lock's namespace and key, validated.
+    pub name: LockName,
+    /// A fresh owner id for this acquisition.
+    pub owner: OwnerId,
+    /// The lease length.
+    pub ttl: Duration,
+    /// How long the call may wait.
+    pub wait: WaitMode,
+    /// Report the loss of the lock here once acquired.
+    pub loss: LossReporter,
+}
+
+/// A lock the backend has taken.
+#[derive(Debug)]
+pub struct Acquired {
+    /// The lock's fencing token.
+    pub token: FencingToken,
+    /// When the request that took the lock was sent; the lease is counted
+    /// from here, so the validity window errs on the safe side.
+    pub requested_at: Instant,
+    /// How the lease stays alive.
+    pub renewal: Renewal,
+    /// Renews and releases this lock.
+    pub held: Box<dyn HeldLock>,
+}
+
+/// How a held lock's lease stays alive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Renewal {
+    /// The lease expires after the ttl. lock-core renews it at ttl/3
+    /// through [`HeldLock::renew`] and reports the lock lost when a renewal
+    /// is refused or when the validity window (last successful renewal's
+    /// send time + ttl − drift) closes without one.
+    Lease,
+    /// The backend keeps the lock alive (a session or shared lease) and
+    /// reports its loss itself.
+    Managed,
+    /// The lock never expires; lock-core calls [`HeldLock::renew`] every
+    /// `interval` only to check it still stands (for example that the lock
+    /// file was not removed).
+    Check {
+        /// How often to check.
+        interval: Duration,
+    },
+}
+
+/// Renews and releases one held lock. Dropping it without `release` must
+/// not block; it may release synchronously where the store allows (closing
+/// a file) and otherwise leaves the lock to expire.
+#[async_trait]
+pub trait HeldLock: Send + Sync + fmt::Debug {
+    /// Extends the lease to `ttl` from now (or, for [`Renewal::Check`] and
+    /// [`Renewal::Managed`], checks that the lock still stands). Returns
+    /// [`LockError::Lost`] if the store says the lock is not ours any more.
+    async fn renew(&self, ttl: Duration) -> Result<(), LockError>;
+
+    /// Releases the lock if it is still ours; otherwise touches nothing and
+    /// returns [`LockError::Lost`]. Wakes waiters.
+    async fn release(&self) -> Result<(), LockError>;
+}
+
+/// Who holds a lock, as reported by [`Backend::inspect`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockInfo {
+    /// The holder's owner id (`hostname/pid/uuid` for distlock holders).
+    pub owner: String,
+    /// The holder's fencing token.
+    pub token: FencingToken,
+    /// Time left on the holder's lease, where the store knows it.
+    pub ttl_left: Option<Duration>,
+}
+
+impl LockInfo {
+    /// Describes a held lock.
+    pub fn new(owner: impl Into<String>, token: FencingToken, ttl_left: Option<Duration>) -> Self {
+        Self {
+            owner: owner.into(),
+            token,
+            ttl_left,
+        }
+    }
+}
+
+/// The raw store operations of one lock+release, for benchmark floors.
+#[async_trait]
+pub trait FloorProbe: Send + Sync + fmt::Debug {
+    /// What the probe does, e.g. `SET NX PX + DEL`.
+    fn describe(&self) -> String;
+
+    /// Runs the raw round trips of one uncontended lock+release on `name`.
+    async fn lock_release_once(&self, name: &LockName) -> Result<(), LockError>;
+}

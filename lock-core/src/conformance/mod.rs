@@ -1,0 +1,124 @@
+//! The conformance suite every backend passes (feature `conformance`).
+//!
+//! Each case is a public async function taking a [`LockerFactory`], which
+//! opens fresh lockers — each with its own connection or session — in the
+//! namespace and with the ttl the case asks for. Cases use unique
+//! namespaces, so they run in parallel against one server.
+//!
+//! A case that needs something the backend does not declare in its
+//! [`Capabilities`](crate::Capabilities) returns
+//! [`Outcome::NotApplicable`] naming the capability; it never passes
+//! silently. [`conformance_tests!`](crate::conformance_tests) generates one
+//! `#[tokio::test]` per case, and [`run_all`] runs the suite against a live
+//! deployment (`distlock check`).
+//!
+//! ```text
+//! // in a test crate: tests named `mem::mutual_exclusion`, ...
+//! async fn mem_factory() -> impl lock_core::conformance::LockerFactory {
+//!     lock_core::conformance::FnFactory::new(|settings| async move {
+//!         let locker = lock_core::Locker::memory("suite")?;
+//!         Ok(locker.with_options(settings.locker_options()))
+//!     })
+//! }
+//! lock_core::conformance_tests!(mem, mem_factory);
+//! ```
+
+mod cases;
+mod factory;
+mod runner;
+
+pub use cases::*;
+pub use factory::{CaseSettings, FnFactory, LockerFactory, Outage};
+pub use runner::{run_all, run_case, Case, CaseReport, CaseStatus, Outcome, CASES};
+
+/// Result of one conformance case: how it ended, or the store error that
+/// stopped it. Assertion failures panic, like in any test.
+pub type CaseResult = Result<Outcome, crate::LockError>;
+
+/// Generates one `#[tokio::test]` per conformance case, in a module named
+/// after the backend, so test output reads `mem::mutual_exclusion ... ok`.
+///
+/// `$factory` is a path to an `async fn() -> F` where `F: LockerFactory`;
+/// it is called once per test (keep expensive set-up, like a server, in a
+/// static it fills once).
+#[macro_export]
+macro_rules! conformance_tests {
+    ($backend:ident, $factory:path) => {
+        mod $backend {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::__conformance_case_names!(__conformance_test_fns($factory;));
+        }
+    };
+}
+
+/// Calls `$crate::$callback!` with its arguments followed by the names of
+/// every conformance case: the one list [`CASES`] and
+/// [`conformance_tests!`](crate::conformance_tests) are made from.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_case_names {
+    ($callback:ident($($args:tt)*)) => {
+        $crate::$callback!($($args)*
+            mutual_exclusion,
+            try_lock_on_held_key_returns_none_at_once,
+            wait_timeout_is_honoured,
+            release_wakes_a_waiter_promptly,
+            release_after_takeover_reports_lost,
+            renewal_keeps_lock_past_three_ttls,
+            abandoned_lock_is_freed_after_ttl,
+            lost_signal_fires_when_lock_is_taken_away,
+            tokens_increase_across_holders,
+            tokens_increase_across_expiry,
+            independent_keys_do_not_block,
+            namespaces_isolate,
+            unusual_keys_work,
+            invalid_keys_are_rejected,
+            dropped_lock_call_leaves_nothing_behind,
+            dropped_guard_frees_lock_shortly,
+            locks_are_not_reentrant,
+            unreachable_store_gives_unavailable_then_recovers,
+            inspect_reports_holder,
+            zero_wait_makes_one_attempt,
+        );
+    };
+}
+
+/// One `#[tokio::test]` per case name; see [`conformance_tests!`](crate::conformance_tests).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_test_fns {
+    ($factory:path; $($case:ident),+ $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let factory = $factory().await;
+                $crate::conformance::run_case(
+                    stringify!($case),
+                    $crate::conformance::$case(&factory),
+                )
+                .await;
+            }
+        )+
+    };
+}
+
+/// The table of [`CASES`]; see [`__conformance_case_names!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_case_table {
+    ($($case:ident),+ $(,)?) => {
+        /// Every conformance case, in the order of the design document.
+        pub const CASES: &[Case] = &[$(
+            Case {
+                name: stringify!($case),
+                run: {
+                    fn run(factory: &dyn LockerFactory) -> CaseFuture<'_> {
+                        Box::pin(super::cases::$case(factory))
+                    }
+                    run
+                },
+            }
+        ),+];
+    };
+}

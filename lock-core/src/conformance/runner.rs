@@ -1,0 +1,128 @@
+//! Running cases: one at a time inside `cargo test`, or all of them against
+//! a live deployment.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::factory::LockerFactory;
+use super::CaseResult;
+
+/// How a case that did not fail ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every check held.
+    Passed,
+    /// The case needs a capability the backend (or factory) does not
+    /// declare; names it.
+    NotApplicable(&'static str),
+}
+
+/// Runs one case inside a test: panics if it fails, and says on stderr
+/// (visible with `--nocapture`) when the case does not apply.
+pub async fn run_case<F>(name: &str, case: F)
+where
+    F: Future<Output = CaseResult>,
+{
+    match case.await {
+        Ok(Outcome::Passed) => {}
+        Ok(Outcome::NotApplicable(needs)) => {
+            eprintln!("conformance case `{name}`: not applicable, the backend lacks {needs}");
+        }
+        Err(error) => panic!("conformance case `{name}` failed: {error}"),
+    }
+}
+
+pub(crate) type CaseFuture<'a> = Pin<Box<dyn Future<Output = CaseResult> + Send + 'a>>;
+
+/// One entry of [`CASES`].
+#[derive(Clone, Copy, Debug)]
+pub struct Case {
+    /// The case's function name.
+    pub name: &'static str,
+    /// Runs it.
+    pub run: for<'a> fn(&'a dyn LockerFactory) -> CaseFuture<'a>,
+}
+
+crate::__conformance_case_names!(__conformance_case_table());
+
+/// How one case ended in [`run_all`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CaseStatus {
+    /// Every check held.
+    Passed,
+    /// Needs a capability the backend lacks (named).
+    NotApplicable(&'static str),
+    /// A check failed, the store returned an error, or the case timed out.
+    Failed(String),
+}
+
+/// The result of one case in [`run_all`].
+#[derive(Clone, Debug)]
+pub struct CaseReport {
+    /// The case's name.
+    pub name: &'static str,
+    /// How it ended.
+    pub status: CaseStatus,
+    /// How long it ran.
+    pub elapsed: Duration,
+}
+
+/// The longest a single case may run in [`run_all`].
+const CASE_LIMIT: Duration = Duration::from_secs(120);
+
+/// Runs every case whose name contains `filter` (all if `None`),
+/// concurrently, each in its own task so a failed assertion becomes a
+/// [`CaseStatus::Failed`] report instead of a crash. Reports come back in
+/// [`CASES`] order.
+pub async fn run_all(factory: Arc<dyn LockerFactory>, filter: Option<&str>) -> Vec<CaseReport> {
+    let selected = CASES
+        .iter()
+        .filter(|case| filter.is_none_or(|f| case.name.contains(f)));
+    let tasks: Vec<_> = selected
+        .map(|case| {
+            let factory = Arc::clone(&factory);
+            let case = *case;
+            let task = tokio::spawn(async move {
+                let started = Instant::now();
+                let outcome = tokio::time::timeout(CASE_LIMIT, (case.run)(factory.as_ref())).await;
+                (outcome, started.elapsed())
+            });
+            (case.name, task)
+        })
+        .collect();
+    let mut reports = Vec::with_capacity(tasks.len());
+    for (name, task) in tasks {
+        let (status, elapsed) = match task.await {
+            Ok((Ok(Ok(Outcome::Passed)), elapsed)) => (CaseStatus::Passed, elapsed),
+            Ok((Ok(Ok(Outcome::NotApplicable(needs))), elapsed)) => {
+                (CaseStatus::NotApplicable(needs), elapsed)
+            }
+            Ok((Ok(Err(error)), elapsed)) => (CaseStatus::Failed(error.to_string()), elapsed),
+            Ok((Err(_), elapsed)) => (
+                CaseStatus::Failed(format!("did not finish within {CASE_LIMIT:?}")),
+                elapsed,
+            ),
+            Err(join) => (CaseStatus::Failed(panic_message(join)), Duration::ZERO),
+        };
+        reports.push(CaseReport {
+            name,
+            status,
+            elapsed,
+        });
+    }
+    reports
+}
+
+fn panic_message(error: tokio::task::JoinError) -> String {
+    if !error.is_panic() {
+        return error.to_string();
+    }
+    let payload = error.into_panic();
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panicked".to_owned())
+}

@@ -1,0 +1,133 @@
+//! The one error type of the lock API.
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use crate::loss::LossReason;
+
+/// A boxed error from a store client, kept as the `source` of a [`LockError`].
+pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// Everything that can go wrong when taking, keeping or releasing a lock.
+///
+/// Variants are grouped by what the caller can do about them:
+/// fix the input ([`InvalidKey`](Self::InvalidKey),
+/// [`InvalidConfig`](Self::InvalidConfig)), decide whether to wait longer
+/// ([`Timeout`](Self::Timeout)), stop relying on the lock
+/// ([`Lost`](Self::Lost)), retry later ([`Unavailable`](Self::Unavailable)),
+/// or report a bug or misconfiguration ([`Backend`](Self::Backend)).
+///
+/// Neither `Display` nor `Debug` ever contains credentials: backends strip
+/// user info from URLs before they put anything into an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// The key or namespace breaks the key rules; nothing was sent to the store.
+    #[error("invalid key: {reason}")]
+    InvalidKey {
+        /// What is wrong with the key, naming the offending part.
+        reason: String,
+    },
+    /// A bad URL, option or value, or a backend that was not compiled in.
+    #[error("invalid configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong and, where possible, how to fix it.
+        reason: String,
+    },
+    /// The lock was still held by someone else when the wait ran out.
+    #[error("timed out after {} waiting for lock `{key}`", humantime::format_duration(*.waited))]
+    Timeout {
+        /// The key that could not be taken.
+        key: String,
+        /// How long the call waited.
+        waited: Duration,
+    },
+    /// The lock is no longer ours (expired, taken away, session lost).
+    ///
+    /// Work done under this lock since the loss may have overlapped with
+    /// another holder; fencing tokens let a resource reject it.
+    #[error("lock `{key}` was lost: {reason}")]
+    Lost {
+        /// The key of the lost lock.
+        key: String,
+        /// Why the lock is known to be lost.
+        reason: LossReason,
+    },
+    /// The store could not be reached or did not answer in time. Retriable.
+    #[error("store unavailable: {message}")]
+    Unavailable {
+        /// What failed, without credentials.
+        message: String,
+        /// The client library's error.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// Any other failure reported by the store or its client.
+    #[error("backend error: {message}")]
+    Backend {
+        /// What failed, without credentials.
+        message: String,
+        /// The client library's error.
+        #[source]
+        source: Option<BoxError>,
+    },
+}
+
+impl LockError {
+    /// An [`InvalidKey`](Self::InvalidKey) error with the given reason.
+    pub fn invalid_key(reason: impl Into<String>) -> Self {
+        Self::InvalidKey {
+            reason: reason.into(),
+        }
+    }
+
+    /// An [`InvalidConfig`](Self::InvalidConfig) error with the given reason.
+    pub fn invalid_config(reason: impl Into<String>) -> Self {
+        Self::InvalidConfig {
+            reason: reason.into(),
+        }
+    }
+
+    /// An [`Unavailable`](Self::Unavailable) error wrapping a client error.
+    pub fn unavailable(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Unavailable {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// A [`Backend`](Self::Backend) error wrapping a client error.
+    pub fn backend(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Backend {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// A [`Lost`](Self::Lost) error for `key`.
+    pub fn lost(key: impl Into<String>, reason: LossReason) -> Self {
+        Self::Lost {
+            key: key.into(),
+            reason,
+        }
+    }
+
+    /// True for errors worth retrying later with the same input
+    /// ([`Unavailable`](Self::Unavailable) only).
+    pub fn is_retriable(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
+    }
+
+    /// True for [`Lost`](Self::Lost).
+    pub fn is_lost(&self) -> bool {
+        matches!(self, Self::Lost { .. })
+    }
+
+    /// True for [`Timeout`](Self::Timeout).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::Timeout { .. })
+    }
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = LockError> = std::result::Result<T, E>;

@@ -1,0 +1,212 @@
+//! [`Locker`]: the handle application code takes locks through.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tracing::Instrument;
+
+use crate::backend::{AcquireRequest, Backend, Capabilities, FloorProbe, LockInfo, WaitMode};
+use crate::error::LockError;
+use crate::guard::LockGuard;
+use crate::key::{LockKey, LockName, Namespace};
+use crate::loss::loss_channel;
+use crate::options::{LockOptions, LockerOptions, WaitLimit};
+use crate::owner::OwnerId;
+
+/// Takes locks in one store and namespace.
+///
+/// Cheap to clone (an `Arc` over the backend); `Send + Sync`. Locks are not
+/// reentrant: a second `lock` of a held key waits like any other caller,
+/// even from the same locker.
+///
+/// ```
+/// # async fn demo() -> Result<(), lock_core::LockError> {
+/// use std::time::Duration;
+/// use lock_core::{LockOptions, Locker};
+///
+/// let locks = Locker::memory("docs-example")?;
+/// let guard = locks.lock("invoices/2026-11").await?;
+/// assert!(locks.try_lock("invoices/2026-11").await?.is_none());
+/// let waited = locks
+///     .lock_with("invoices/2026-11", LockOptions::new().wait(Duration::from_millis(50)))
+///     .await;
+/// assert!(waited.unwrap_err().is_timeout());
+/// println!("token {}", guard.token());
+/// guard.release().await?;
+/// # Ok(()) }
+/// # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Locker {
+    backend: Arc<dyn Backend>,
+    options: Arc<LockerOptions>,
+}
+
+impl Locker {
+    /// A locker over `backend` with `options`.
+    pub fn new(backend: Arc<dyn Backend>, options: LockerOptions) -> Self {
+        Self {
+            backend,
+            options: Arc::new(options),
+        }
+    }
+
+    /// A locker over the in-process memory store called `store` (shared by
+    /// every locker of this process that names the same store).
+    pub fn memory(store: &str) -> Result<Self, LockError> {
+        Ok(Self::new(
+            Arc::new(crate::memory::MemoryBackend::named(store)),
+            LockerOptions::default(),
+        ))
+    }
+
+    /// The same store with other settings for locks taken through the new
+    /// handle.
+    pub fn with_options(&self, options: LockerOptions) -> Self {
+        Self::new(Arc::clone(&self.backend), options)
+    }
+
+    /// The same store, locks in `namespace`.
+    pub fn with_namespace(&self, namespace: &str) -> Result<Self, LockError> {
+        let mut options = (*self.options).clone();
+        options.namespace = Namespace::new(namespace)?;
+        Ok(self.with_options(options))
+    }
+
+    /// The backend's short name (`mem`, `file`, `redis`, ...).
+    pub fn backend_name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    /// What the backend can do.
+    pub fn capabilities(&self) -> Capabilities {
+        self.backend.capabilities()
+    }
+
+    /// This locker's settings.
+    pub fn options(&self) -> &LockerOptions {
+        &self.options
+    }
+
+    /// The namespace locks are taken in.
+    pub fn namespace(&self) -> &Namespace {
+        &self.options.namespace
+    }
+
+    /// Takes `key`, waiting as long as the locker's default wait (forever
+    /// unless configured). Fails with [`LockError::Timeout`] when the wait
+    /// runs out.
+    pub async fn lock(&self, key: &str) -> Result<LockGuard, LockError> {
+        self.lock_with(key, LockOptions::new()).await
+    }
+
+    /// Takes `key` if it is free now; `Ok(None)` if someone holds it.
+    pub async fn try_lock(&self, key: &str) -> Result<Option<LockGuard>, LockError> {
+        self.acquire(key, WaitMode::Try, true).await
+    }
+
+    /// Takes `key` with per-call options. A zero wait makes one attempt and
+    /// fails with [`LockError::Timeout`] if the lock is held.
+    pub async fn lock_with(&self, key: &str, options: LockOptions) -> Result<LockGuard, LockError> {
+        let wait = match options.wait {
+            WaitLimit::Default => self.options.wait,
+            WaitLimit::Forever => None,
+            WaitLimit::For(wait) => Some(wait),
+        };
+        let started = Instant::now();
+        let mode = match wait {
+            Some(wait) if wait.is_zero() => WaitMode::Try,
+            Some(wait) => WaitMode::Until(started + wait),
+            None => WaitMode::Forever,
+        };
+        match self.acquire(key, mode, options.auto_renew).await? {
+            Some(guard) => Ok(guard),
+            None => Err(LockError::Timeout {
+                key: key.to_owned(),
+                waited: started.elapsed(),
+            }),
+        }
+    }
+
+    /// Who holds `key`, or `None` if it is free.
+    pub async fn inspect(&self, key: &str) -> Result<Option<LockInfo>, LockError> {
+        let name = self.name(key)?;
+        self.backend.inspect(&name).await
+    }
+
+    /// Removes the lock on `key` whoever holds it: an operator's override
+    /// for a holder known to be dead. The holder's guard reports the loss.
+    /// Returns whether a lock was removed. Fails with
+    /// [`LockError::InvalidConfig`] where the backend cannot do this (see
+    /// [`Capabilities::force_release`]).
+    pub async fn force_release(&self, key: &str) -> Result<bool, LockError> {
+        let name = self.name(key)?;
+        self.backend.force_release(&name).await
+    }
+
+    /// The backend's raw lock+release operations, for benchmark floors.
+    pub async fn floor_probe(&self) -> Result<Option<Box<dyn FloorProbe>>, LockError> {
+        self.backend.floor_probe().await
+    }
+
+    /// The full name of `key` in this locker's namespace.
+    pub fn name(&self, key: &str) -> Result<LockName, LockError> {
+        Ok(LockName::new(self.options.namespace.clone(), LockKey::new(key)?))
+    }
+
+    async fn acquire(
+        &self,
+        key: &str,
+        wait: WaitMode,
+        auto_renew: bool,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let name = self.name(key)?;
+        let (reporter, signal) = loss_channel();
+        let request = AcquireRequest {
+            name,
+            owner: OwnerId::generate(),
+            ttl: self.options.ttl,
+            wait,
+            loss: reporter,
+        };
+        let span = tracing::debug_span!(
+            "distlock.acquire",
+            backend = self.backend.name(),
+            namespace = %request.name.namespace(),
+            key = %request.name.key(),
+            token = tracing::field::Empty,
+        );
+        let attempt = self.backend.acquire(&request).instrument(span.clone());
+        let acquired = match wait.deadline() {
+            // The deadline is enforced here for every backend; backends
+            // must be cancel-safe (see `Backend`).
+            Some(deadline) => tokio::time::timeout_at(deadline.into(), attempt)
+                .await
+                .unwrap_or(Ok(None))?,
+            None => attempt.await?,
+        };
+        let Some(acquired) = acquired else {
+            return Ok(None);
+        };
+        span.record("token", acquired.token.get());
+        Ok(Some(LockGuard::start(
+            request,
+            self.backend.name(),
+            acquired,
+            signal,
+            auto_renew,
+        )))
+    }
+}
+
+impl fmt::Debug for Locker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Locker")
+            .field("backend", &self.backend)
+            .field("namespace", &self.options.namespace)
+            .field("ttl", &self.options.ttl)
+            .finish()
+    }
+}
+

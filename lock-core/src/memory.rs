@@ -1,0 +1,283 @@
+//! The in-memory backend (`mem://NAME`): the reference implementation the
+//! conformance suite checks itself against.
+//!
+//! Stores live for the life of the process and are shared by name: every
+//! `mem://jobs` locker of a process sees the same locks. Leases expire
+//! after the ttl like on a network store, tokens come from a per-key
+//! counter that is never reset, and releases wake waiters at once.
+//! Nothing survives the process.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use crate::backend::{
+    AcquireRequest, Acquired, Backend, Capabilities, HeldLock, LockInfo, Renewal,
+};
+use crate::backoff::Backoff;
+use crate::error::LockError;
+use crate::key::LockName;
+use crate::loss::{LossReason, LossReporter};
+use crate::owner::OwnerId;
+use crate::token::FencingToken;
+use crate::wait::{acquire_with_retries, Attempt, TryAcquire, WakeRegistry, WakeSubscription};
+
+/// URL scheme of the memory backend.
+pub const MEMORY_SCHEME: &str = "mem";
+
+/// A lock store in this process's memory. See the module docs.
+#[derive(Clone, Debug)]
+pub struct MemoryBackend {
+    store: Arc<Store>,
+}
+
+#[derive(Debug, Default)]
+struct Store {
+    name: String,
+    state: Mutex<State>,
+    wakes: WakeRegistry,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    locks: HashMap<LockName, Entry>,
+    counters: HashMap<LockName, u64>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    owner: OwnerId,
+    token: FencingToken,
+    expires_at: Instant,
+    reporter: LossReporter,
+}
+
+impl Entry {
+    fn live(&self, now: Instant) -> bool {
+        now < self.expires_at
+    }
+}
+
+impl MemoryBackend {
+    /// The process-wide store called `name`, created on first use.
+    pub fn named(name: &str) -> Self {
+        static STORES: OnceLock<Mutex<HashMap<String, Weak<Store>>>> = OnceLock::new();
+        let mut stores = STORES
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(store) = stores.get(name).and_then(Weak::upgrade) {
+            return Self { store };
+        }
+        let store = Arc::new(Store {
+            name: name.to_owned(),
+            ..Store::default()
+        });
+        stores.retain(|_, weak| weak.strong_count() > 0);
+        stores.insert(name.to_owned(), Arc::downgrade(&store));
+        Self { store }
+    }
+
+    /// Opens the store a `mem://NAME` URL names (`mem://` is the store
+    /// called `default`). Paths and user info are rejected.
+    pub fn from_url(url: &url::Url) -> Result<Self, LockError> {
+        if !url.username().is_empty() || url.password().is_some() || url.port().is_some() {
+            return Err(LockError::invalid_config(
+                "mem:// URLs take only a store name: mem://NAME",
+            ));
+        }
+        if !matches!(url.path(), "" | "/") {
+            return Err(LockError::invalid_config(format!(
+                "mem:// URLs take no path, got `{}`",
+                url.path()
+            )));
+        }
+        Ok(Self::named(url.host_str().unwrap_or("default")))
+    }
+}
+
+impl MemoryBackend {
+    /// The name this store is shared under.
+    pub fn store_name(&self) -> &str {
+        &self.store.name
+    }
+}
+
+impl Store {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wake_key(name: &LockName) -> String {
+        name.to_string()
+    }
+}
+
+#[async_trait]
+impl Backend for MemoryBackend {
+    fn name(&self) -> &'static str {
+        MEMORY_SCHEME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let mut caps = Capabilities::default();
+        caps.expiry = true;
+        caps.per_lock_expiry = true;
+        caps.force_release = true;
+        caps.notified_wakeups = true;
+        caps
+    }
+
+    async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
+        acquire_with_retries(self, request).await
+    }
+
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        let now = Instant::now();
+        let state = self.store.state();
+        Ok(state.locks.get(name).filter(|e| e.live(now)).map(|e| {
+            LockInfo::new(e.owner.as_str(), e.token, Some(e.expires_at - now))
+        }))
+    }
+
+    async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
+        let removed = self.store.state().locks.remove(name);
+        let Some(entry) = removed else {
+            return Ok(false);
+        };
+        entry.reporter.report(LossReason::TakenAway);
+        self.store.wakes.wake(&Store::wake_key(name));
+        Ok(entry.live(Instant::now()))
+    }
+}
+
+#[async_trait]
+impl TryAcquire for MemoryBackend {
+    async fn watch_releases(&self, name: &LockName) -> Result<WakeSubscription, LockError> {
+        Ok(self.store.wakes.subscribe(&Store::wake_key(name)))
+    }
+
+    async fn try_acquire_once(&self, request: &AcquireRequest) -> Result<Attempt, LockError> {
+        let now = Instant::now();
+        let mut state = self.store.state();
+        if let Some(holder) = state.locks.get(&request.name).filter(|e| e.live(now)) {
+            return Ok(Attempt::Held {
+                retry_after: Some(holder.expires_at - now),
+            });
+        }
+        let counter = state.counters.entry(request.name.clone()).or_insert(0);
+        *counter += 1;
+        let token = FencingToken::new(*counter);
+        let entry = Entry {
+            owner: request.owner.clone(),
+            token,
+            expires_at: now + request.ttl,
+            reporter: request.loss.clone(),
+        };
+        if let Some(expired) = state.locks.insert(request.name.clone(), entry) {
+            expired.reporter.report(LossReason::ValidityExpired);
+        }
+        Ok(Attempt::Acquired(Acquired {
+            token,
+            requested_at: now,
+            renewal: Renewal::Lease,
+            held: Box::new(MemoryHeld {
+                store: Arc::clone(&self.store),
+                name: request.name.clone(),
+                owner: request.owner.clone(),
+            }),
+        }))
+    }
+
+    fn poll_policy(&self) -> Backoff {
+        // Releases always wake waiters and expiry is covered by the
+        // holder's remaining lease: no polling needed.
+        Backoff::stop()
+    }
+}
+
+/// One lock held in a memory store.
+#[derive(Debug)]
+struct MemoryHeld {
+    store: Arc<Store>,
+    name: LockName,
+    owner: OwnerId,
+}
+
+impl MemoryHeld {
+    fn lost(&self) -> LockError {
+        LockError::lost(self.name.key().as_str(), LossReason::RenewalRefused)
+    }
+}
+
+impl MemoryHeld {
+    /// Owner-checked removal; true if the entry was ours.
+    fn remove_if_ours(&self) -> Option<bool> {
+        let now = Instant::now();
+        let mut state = self.store.state();
+        let ours = state.locks.get(&self.name)?.owner == self.owner;
+        if !ours {
+            return None;
+        }
+        let was_live = state.locks.remove(&self.name).is_some_and(|e| e.live(now));
+        drop(state);
+        self.store.wakes.wake(&Store::wake_key(&self.name));
+        Some(was_live)
+    }
+}
+
+impl Drop for MemoryHeld {
+    /// Releases synchronously, so a guard dropped outside any runtime still
+    /// frees its lock. Owner-checked: never touches a later holder's lock.
+    fn drop(&mut self) {
+        self.remove_if_ours();
+    }
+}
+
+#[async_trait]
+impl HeldLock for MemoryHeld {
+    async fn renew(&self, ttl: Duration) -> Result<(), LockError> {
+        let now = Instant::now();
+        let mut state = self.store.state();
+        match state.locks.get_mut(&self.name) {
+            Some(entry) if entry.owner == self.owner && entry.live(now) => {
+                entry.expires_at = now + ttl;
+                Ok(())
+            }
+            _ => Err(self.lost()),
+        }
+    }
+
+    async fn release(&self) -> Result<(), LockError> {
+        match self.remove_if_ours() {
+            Some(true) => Ok(()),
+            Some(false) | None => Err(self.lost()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stores_are_shared_by_name() {
+        let a = MemoryBackend::named("memory-tests-shared");
+        let b = MemoryBackend::named("memory-tests-shared");
+        let c = MemoryBackend::named("memory-tests-other");
+        assert!(Arc::ptr_eq(&a.store, &b.store));
+        assert!(!Arc::ptr_eq(&a.store, &c.store));
+        assert_eq!(a.store.name, "memory-tests-shared");
+    }
+
+    #[test]
+    fn url_forms() {
+        let parse = |u: &str| MemoryBackend::from_url(&url::Url::parse(u).unwrap());
+        assert_eq!(parse("mem://").unwrap().store.name, "default");
+        assert_eq!(parse("mem://jobs").unwrap().store.name, "jobs");
+        assert!(parse("mem://jobs/extra").is_err());
+        assert!(parse("mem://u:p@jobs").is_err());
+    }
+}

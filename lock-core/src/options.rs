@@ -1,0 +1,98 @@
+//! Settings of a locker and of a single lock call.
+
+use std::time::Duration;
+
+use crate::key::Namespace;
+
+/// The lease length used when none is configured.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+/// The shortest lease accepted: renewals run at a third of it.
+pub const MIN_TTL: Duration = Duration::from_millis(30);
+/// The connect timeout used when none is configured.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Settings shared by every lock taken through one [`Locker`](crate::Locker).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockerOptions {
+    /// How long a vanished holder keeps blocking others (lease length).
+    pub ttl: Duration,
+    /// The namespace locks live in.
+    pub namespace: Namespace,
+    /// How long [`Locker::lock`](crate::Locker::lock) waits by default;
+    /// `None` waits until the lock is free.
+    pub wait: Option<Duration>,
+}
+
+impl Default for LockerOptions {
+    fn default() -> Self {
+        Self {
+            ttl: DEFAULT_TTL,
+            namespace: Namespace::default(),
+            wait: None,
+        }
+    }
+}
+
+/// How long one lock call may wait for a busy lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WaitLimit {
+    /// Use the locker's default.
+    Default,
+    Forever,
+    For(Duration),
+}
+
+/// Options of one [`Locker::lock_with`](crate::Locker::lock_with) call.
+///
+/// ```
+/// # use std::time::Duration;
+/// use lock_core::LockOptions;
+/// let opts = LockOptions::new().wait(Duration::from_secs(5));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockOptions {
+    pub(crate) wait: WaitLimit,
+    pub(crate) auto_renew: bool,
+}
+
+impl LockOptions {
+    /// The locker's defaults: its default wait, automatic renewal on.
+    pub fn new() -> Self {
+        Self {
+            wait: WaitLimit::Default,
+            auto_renew: true,
+        }
+    }
+
+    /// Wait at most `wait` for the lock, then fail with
+    /// [`LockError::Timeout`](crate::LockError::Timeout). A zero wait makes
+    /// exactly one attempt.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = WaitLimit::For(wait);
+        self
+    }
+
+    /// Wait until the lock is free, however long that takes.
+    pub fn wait_forever(mut self) -> Self {
+        self.wait = WaitLimit::Forever;
+        self
+    }
+
+    /// Whether lock-core renews the lease by itself (default: yes).
+    ///
+    /// Without automatic renewal a lease lasts one ttl from acquisition
+    /// unless [`LockGuard::extend`](crate::LockGuard::extend) is called; the
+    /// guard reports it lost when it runs out. Backends whose locks live as
+    /// long as a store session (etcd, ZooKeeper) ignore this, see
+    /// [`Capabilities::per_lock_expiry`](crate::Capabilities::per_lock_expiry).
+    pub fn auto_renew(mut self, renew: bool) -> Self {
+        self.auto_renew = renew;
+        self
+    }
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}

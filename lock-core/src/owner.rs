@@ -1,0 +1,80 @@
+//! Owner ids: who holds a lock, readable by an operator.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+/// Identifies one acquisition of a lock: `hostname/pid/uuid`.
+///
+/// Every successful acquisition gets a fresh id, so a compare-owner release
+/// or renewal can never touch a later acquisition of the same key, even by
+/// the same process. The host and pid tell an operator (`distlock status`)
+/// where the holder runs.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct OwnerId(Arc<str>);
+
+impl OwnerId {
+    /// A new id for this process: `hostname/pid/uuid`.
+    pub fn generate() -> Self {
+        let id = uuid::Uuid::new_v4();
+        Self(Arc::from(format!(
+            "{}/{}/{}",
+            hostname(),
+            std::process::id(),
+            id.simple()
+        )))
+    }
+
+    /// Wraps an owner string read back from a store.
+    pub fn from_stored(owner: impl Into<Arc<str>>) -> Self {
+        Self(owner.into())
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// This machine's host name, read once; `unknown-host` if it cannot be read.
+fn hostname() -> &'static str {
+    static HOSTNAME: OnceLock<String> = OnceLock::new();
+    HOSTNAME.get_or_init(|| {
+        let mut buf = [0u8; 256];
+        // SAFETY: the buffer is valid for its whole length; gethostname
+        // writes at most that many bytes.
+        let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+        let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        match std::str::from_utf8(&buf[..len]) {
+            Ok(name) if rc == 0 && !name.is_empty() => name.replace('/', "_"),
+            _ => "unknown-host".to_owned(),
+        }
+    })
+}
+
+impl fmt::Display for OwnerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for OwnerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_names_host_pid_and_a_unique_id() {
+        let a = OwnerId::generate();
+        let b = OwnerId::generate();
+        assert_ne!(a, b);
+        let parts: Vec<_> = a.as_str().split('/').collect();
+        assert_eq!(parts.len(), 3, "{a}");
+        assert_eq!(parts[1], std::process::id().to_string());
+        assert_eq!(parts[2].len(), 32);
+    }
+}
