@@ -41,6 +41,7 @@ mod backoff;
 mod error;
 mod guard;
 mod key;
+mod lock_url;
 mod locker;
 mod loss;
 pub mod memory;
@@ -63,6 +64,7 @@ pub use backoff::{Backoff, Delays};
 pub use error::{BoxError, LockError, Result};
 pub use guard::LockGuard;
 pub use key::{LockKey, LockName, Namespace, DEFAULT_NAMESPACE, MAX_KEY_LEN, MAX_NAMESPACE_LEN};
+pub use lock_url::{mask_credentials, HostPort, LockUrl};
 pub use locker::Locker;
 pub use loss::{loss_channel, LossReason, LossReporter, LossSignal};
 pub use memory::MemoryBackend;
@@ -71,7 +73,7 @@ pub use owner::OwnerId;
 pub use renewal::clock_drift;
 pub use spawn::{spawn_detached, CleanupOnDrop};
 pub use token::FencingToken;
-pub use url_options::{parse_duration, CommonOptions, UrlOptions};
+pub use url_options::{parse_duration, redacted, CommonOptions, UrlOptions};
 pub use wait::{acquire_with_retries, Attempt, TryAcquire, WakeRegistry, WakeSubscription};
 
 /// Re-exported so backend crates and the conformance macro name one version.

@@ -236,3 +236,23 @@ mod tests {
         assert!(opts.take_bool("c").is_err());
     }
 }
+
+/// `url` as text with any password replaced by `***`, for messages.
+pub fn redacted(url: &url::Url) -> String {
+    let mut shown = url.clone();
+    if shown.password().is_some() {
+        let _ = shown.set_password(Some("***"));
+    }
+    shown.to_string()
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    #[test]
+    fn passwords_are_masked() {
+        let url = url::Url::parse("redis://user:s3cret@host:6379/0").unwrap();
+        let shown = super::redacted(&url);
+        assert!(!shown.contains("s3cret"));
+        assert!(shown.contains("user:***@host"));
+    }
+}

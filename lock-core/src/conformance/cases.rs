@@ -517,3 +517,29 @@ pub async fn zero_wait_makes_one_attempt(factory: &dyn LockerFactory) -> CaseRes
     guard.release().await?;
     Ok(Outcome::Passed)
 }
+
+/// A lease that is not renewed is reported lost *before* the store frees
+/// it: the old holder hears of the loss before a waiting client holds the
+/// lock.
+pub async fn loss_is_signalled_before_others_can_acquire(factory: &dyn LockerFactory) -> CaseResult {
+    let settings = settings("loss_before_expiry", SHORT_TTL);
+    let (a, b) = open_two(factory, &settings).await?;
+    if !a.capabilities().per_lock_expiry {
+        return Ok(Outcome::NotApplicable("per_lock_expiry"));
+    }
+    let old = a.lock_with("k", LockOptions::new().auto_renew(false)).await?;
+    let waiter = tokio::spawn(async move {
+        let guard = b.lock_with("k", wait(SHORT_TTL + SLACK)).await?;
+        let acquired_at = Instant::now();
+        guard.release().await?;
+        Ok::<_, LockError>(acquired_at)
+    });
+    tokio::time::timeout(settings.ttl + SLACK, old.lost())
+        .await
+        .expect("the lost signal did not fire");
+    let lost_at = Instant::now();
+    let acquired_at = join(waiter).await?;
+    assert!(lost_at < acquired_at, "another client held the lock before the loss was signalled");
+    assert!(matches!(old.release().await, Err(LockError::Lost { .. })));
+    Ok(Outcome::Passed)
+}

@@ -68,6 +68,7 @@ macro_rules! __conformance_case_names {
             renewal_keeps_lock_past_three_ttls,
             abandoned_lock_is_freed_after_ttl,
             lost_signal_fires_when_lock_is_taken_away,
+            loss_is_signalled_before_others_can_acquire,
             tokens_increase_across_holders,
             tokens_increase_across_expiry,
             independent_keys_do_not_block,
