@@ -1,0 +1,8 @@
+//! Conformance and fault tests for distlock, and the harness they run on.
+//!
+//! The [`harness`] module starts real servers (redis-server, etcd,
+//! ZooKeeper, ...) on free loopback ports with temp data dirs, injects
+//! network faults through a TCP proxy, and checks fencing tokens. See
+//! `DESIGN.md` §7 and §8.
+
+pub mod harness;

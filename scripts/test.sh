@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# scripts/test.sh — the one test command of distlock.
+#
+#   scripts/test.sh                      # every test of the workspace
+#   scripts/test.sh -- --nocapture       # extra arguments go to `cargo test`
+#   scripts/test.sh -p lock-core         # ... including package selection
+#
+# What it does:
+#   1. Makes sure the tools the tests need are there: protoc (to build the etcd
+#      client), redis-server + redis-cli, etcd (+ etcdctl when the distribution
+#      has it), and ZooKeeper with a Java runtime. On Debian/Ubuntu as root it
+#      installs whatever is missing with apt-get (and runs `apt-get update` only
+#      when something is missing, so a second run is fast). Elsewhere it prints
+#      what to install, or lets the tests use servers that are already running
+#      (DISTLOCK_TEST_REDIS_URL / DISTLOCK_TEST_ETCD_URL / DISTLOCK_TEST_ZK_URL,
+#      e.g. from `docker compose up -d`, see docs/containers.md).
+#   2. Runs `cargo test --workspace --all-features "$@"`.
+#
+# The tests never use a system service started by a package install: the
+# harness in conformance-tests spawns its own servers on free loopback ports
+# with temporary data directories.
+#
+# Environment:
+#   CI=true                      plain output (CARGO_TERM_COLOR=never)
+#   DISTLOCK_TEST_REDIS_URL      use this Redis instead of spawning redis-server
+#   DISTLOCK_TEST_ETCD_URL       use this etcd instead of spawning etcd
+#   DISTLOCK_TEST_ZK_URL         use this ZooKeeper instead of spawning one
+#   DISTLOCK_TEST_SETUP_ONLY=1   check/install the tools, print the banner, and
+#                                stop before running cargo
+set -euo pipefail
+
+script_dir=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+repo_root=$(cd -- "$script_dir/.." && pwd)
+cd "$repo_root"
+
+if [[ "${CI:-}" == "true" ]]; then
+    export CARGO_TERM_COLOR=never
+fi
+
+say() { printf '[test.sh] %s\n' "$*" >&2; }
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# Where Debian's zookeeper/libzookeeper-java packages put the server.
+ZK_DEBIAN_JAR=/usr/share/java/zookeeper.jar
+ZK_DEBIAN_SCRIPT=/usr/share/zookeeper/bin/zkServer.sh
+
+# etcd 3.4 refuses to start on arm64 unless told that is fine.
+if [[ "$(uname -m)" == "aarch64" && -z "${ETCD_UNSUPPORTED_ARCH:-}" ]]; then
+    export ETCD_UNSUPPORTED_ARCH=arm64
+fi
+
+zookeeper_present() {
+    [[ -f "$ZK_DEBIAN_JAR" && -f "$ZK_DEBIAN_SCRIPT" ]] && return 0
+    [[ -n "${ZOOKEEPER_HOME:-}" ]] && compgen -G "$ZOOKEEPER_HOME/lib/zookeeper-*.jar" >/dev/null && return 0
+    have zkServer.sh || have zkServer
+}
+
+# ---------------------------------------------------------------------------
+# 1. What is missing?
+# Each entry: "<debian package>|<what it provides>|<env var that replaces it>"
+# An empty env var field means nothing can stand in for it.
+# ---------------------------------------------------------------------------
+missing=()
+if ! have protoc && ! [[ -n "${PROTOC:-}" && -x "${PROTOC}" ]]; then
+    missing+=("protobuf-compiler|protoc (build-time, for the etcd client)|")
+fi
+if ! have redis-server; then
+    missing+=("redis-server|redis-server|DISTLOCK_TEST_REDIS_URL")
+fi
+if ! have redis-cli; then
+    missing+=("redis-tools|redis-cli|DISTLOCK_TEST_REDIS_URL")
+fi
+if ! have etcd; then
+    missing+=("etcd-server|etcd|DISTLOCK_TEST_ETCD_URL")
+fi
+if ! zookeeper_present; then
+    # Depends (not Recommends) on default-jre, so Java comes with it.
+    missing+=("zookeeper|ZooKeeper server (+ Java runtime)|DISTLOCK_TEST_ZK_URL")
+elif ! have java; then
+    missing+=("default-jre-headless|java (to run ZooKeeper)|DISTLOCK_TEST_ZK_URL")
+fi
+# Nice to have, never required: etcdctl (Debian: etcd-client).
+want_etcdctl=0
+if ! have etcdctl; then
+    want_etcdctl=1
+fi
+
+pkg_of() { printf '%s' "${1%%|*}"; }
+what_of() { local r=${1#*|}; printf '%s' "${r%%|*}"; }
+var_of() { printf '%s' "${1##*|}"; }
+
+is_root() { [[ "$(id -u)" -eq 0 ]]; }
+is_debian_like() { [[ -f /etc/debian_version ]] || have apt-get; }
+
+# apt-get update takes the lists lock, which DPkg::Lock::Timeout does not cover
+# on every apt version: if another apt holds it, wait (up to ~5 minutes).
+apt_update() {
+    local i out rc
+    for i in $(seq 1 60); do
+        rc=0
+        out=$(apt-get -q -o DPkg::Lock::Timeout=300 update 2>&1) || rc=$?
+        printf '%s\n' "$out"
+        if ((rc == 0)); then
+            return 0
+        fi
+        if ! grep -qiE 'could not get lock|unable to lock' <<<"$out"; then
+            say "apt-get update failed"
+            return "$rc"
+        fi
+        say "apt is busy (another apt-get running?), waiting 5 s ($i/60)"
+        sleep 5
+    done
+    say "apt-get update: gave up waiting for the apt lock"
+    return 1
+}
+
+apt_install() {
+    # zookeeper Depends on default-jre, so --no-install-recommends still brings
+    # a Java runtime; the check after the install makes sure of it.
+    DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=300 \
+        install -y --no-install-recommends "$@"
+}
+
+if ((${#missing[@]} > 0)) || ((want_etcdctl)); then
+    if is_root && is_debian_like && have apt-get; then
+        pkgs=()
+        for m in "${missing[@]}"; do
+            pkgs+=("$(pkg_of "$m")")
+        done
+        if ((${#pkgs[@]} > 0)); then
+            say "missing: ${pkgs[*]} — installing with apt-get"
+            apt_update
+            # etcdctl rides along when the distribution has it.
+            if ((want_etcdctl)) && apt-cache show etcd-client >/dev/null 2>&1; then
+                pkgs+=(etcd-client)
+            fi
+            apt_install "${pkgs[@]}"
+        elif apt-cache show etcd-client >/dev/null 2>&1; then
+            # Only the optional etcdctl is missing: try with the package lists
+            # we have, and do not fail the run over it.
+            say "etcdctl missing — installing etcd-client (optional)"
+            apt_install etcd-client || say "could not install etcd-client; continuing without etcdctl"
+        fi
+        # Re-check: anything still missing is an error.
+        still=()
+        have protoc || [[ -n "${PROTOC:-}" && -x "${PROTOC}" ]] || still+=(protoc)
+        have redis-server || still+=(redis-server)
+        have redis-cli || still+=(redis-cli)
+        have etcd || still+=(etcd)
+        zookeeper_present || still+=(zookeeper)
+        have java || still+=(java)
+        if ((${#still[@]} > 0)); then
+            say "still missing after apt-get install: ${still[*]}"
+            exit 1
+        fi
+        # Under some init systems the packages start their own services. The
+        # tests never use them (they spawn servers on free ports); just say so.
+        running=()
+        pgrep -x redis-server >/dev/null 2>&1 && running+=("redis-server")
+        pgrep -x etcd >/dev/null 2>&1 && running+=("etcd")
+        pgrep -f 'org\.apache\.zookeeper\.server' >/dev/null 2>&1 && running+=("zookeeper")
+        if ((${#running[@]} > 0)); then
+            say "note: system service(s) running: ${running[*]} (default ports 6379/2379/2181)." \
+                "The tests do not use them and they are left alone."
+        fi
+    elif ((${#missing[@]} > 0)); then
+        # Cannot install here: tell exactly what is needed.
+        pkgs=()
+        for m in "${missing[@]}"; do
+            pkgs+=("$(pkg_of "$m")")
+        done
+        say "missing tools:"
+        for m in "${missing[@]}"; do
+            say "  - $(what_of "$m")   (Debian/Ubuntu package: $(pkg_of "$m"))"
+        done
+        if is_debian_like; then
+            say "install them with:"
+            say "  sudo apt-get update && sudo apt-get install -y ${pkgs[*]}"
+        else
+            say "install them with your package manager, e.g."
+            say "  Debian/Ubuntu:  apt-get install -y ${pkgs[*]}"
+            say "  macOS:          brew install protobuf redis etcd zookeeper"
+        fi
+        say "or run the servers elsewhere (e.g. 'docker compose up -d', see docs/containers.md) and set:"
+        say "  DISTLOCK_TEST_REDIS_URL=redis://127.0.0.1:6379"
+        say "  DISTLOCK_TEST_ETCD_URL=etcd://127.0.0.1:2379"
+        say "  DISTLOCK_TEST_ZK_URL=zk://127.0.0.1:2181"
+        # Continue only if every missing server has its variable set.
+        uncovered=()
+        for m in "${missing[@]}"; do
+            v=$(var_of "$m")
+            if [[ -z "$v" || -z "${!v:-}" ]]; then
+                uncovered+=("$(what_of "$m")")
+            fi
+        done
+        if ((${#uncovered[@]} > 0)); then
+            say "cannot run the tests without: ${uncovered[*]}"
+            exit 1
+        fi
+        say "continuing: the missing servers are replaced by the DISTLOCK_TEST_*_URL variables"
+    fi
+fi
+
+if ! have cargo; then
+    say "cargo not found: install Rust (https://rustup.rs) first"
+    exit 1
+fi
+
+# ---------------------------------------------------------------------------
+# 2. Banner
+# ---------------------------------------------------------------------------
+# First line of a command's output (stdout and stderr); never fails the script.
+ver() {
+    local out
+    out=$("$@" 2>&1) || true
+    out=${out%%$'\n'*}
+    printf '%s' "${out%$'\r'}"
+}
+ver_redis="not installed"
+have redis-server && ver_redis=$(ver redis-server --version)
+ver_etcd="not installed"
+have etcd && ver_etcd=$(ver etcd --version)
+ver_java="not installed"
+have java && ver_java=$(ver java -version)
+ver_protoc="not installed"
+if [[ -n "${PROTOC:-}" && -x "${PROTOC}" ]]; then
+    ver_protoc="$(ver "$PROTOC" --version) (PROTOC=$PROTOC)"
+elif have protoc; then
+    ver_protoc=$(ver protoc --version)
+fi
+ver_zk="not installed"
+if [[ -f "$ZK_DEBIAN_JAR" ]] && have java; then
+    ver_zk=$(ver java -cp "$ZK_DEBIAN_JAR" org.apache.zookeeper.version.VersionInfoMain)
+    [[ -n "$ver_zk" ]] || ver_zk="present ($ZK_DEBIAN_JAR)"
+elif zookeeper_present; then
+    ver_zk="present"
+fi
+
+echo "== distlock tests =="
+echo "   redis:     $ver_redis${DISTLOCK_TEST_REDIS_URL:+  (tests use DISTLOCK_TEST_REDIS_URL=$DISTLOCK_TEST_REDIS_URL)}"
+echo "   etcd:      $ver_etcd${DISTLOCK_TEST_ETCD_URL:+  (tests use DISTLOCK_TEST_ETCD_URL=$DISTLOCK_TEST_ETCD_URL)}"
+echo "   zookeeper: $ver_zk${DISTLOCK_TEST_ZK_URL:+  (tests use DISTLOCK_TEST_ZK_URL=$DISTLOCK_TEST_ZK_URL)}"
+echo "   java:      $ver_java"
+echo "   protoc:    $ver_protoc"
+echo "   cargo:     $(ver cargo --version)"
+
+if [[ "${DISTLOCK_TEST_SETUP_ONLY:-}" == "1" ]]; then
+    say "DISTLOCK_TEST_SETUP_ONLY=1: tools are ready, not running cargo test"
+    exit 0
+fi
+
+# ---------------------------------------------------------------------------
+# 3. Test
+# ---------------------------------------------------------------------------
+echo "== cargo test --workspace --all-features $* =="
+exec cargo test --workspace --all-features "$@"
