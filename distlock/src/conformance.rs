@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use lock_core::conformance::{CaseSettings, LockerFactory};
+
 use lock_core::{async_trait, LockError, Locker};
 
 pub use lock_core::conformance::*;

@@ -122,12 +122,13 @@ impl Backend for MemoryBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let mut caps = Capabilities::default();
-        caps.expiry = true;
-        caps.per_lock_expiry = true;
-        caps.force_release = true;
-        caps.notified_wakeups = true;
-        caps
+        Capabilities {
+            expiry: true,
+            per_lock_expiry: true,
+            force_release: true,
+            notified_wakeups: true,
+            ..Capabilities::default()
+        }
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {

@@ -44,6 +44,7 @@ impl WakeRegistry {
             receiver: sender.subscribe(),
             registry: self.clone(),
             key: key.to_owned(),
+            guard: None,
         }
     }
 
@@ -83,6 +84,8 @@ pub struct WakeSubscription {
     receiver: watch::Receiver<u64>,
     registry: WakeRegistry,
     key: String,
+    /// Dropped right after the subscription leaves the registry.
+    guard: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl WakeSubscription {
@@ -92,6 +95,15 @@ impl WakeSubscription {
         // The sender lives in the registry for as long as this receiver
         // exists, so `changed` cannot fail; treat failure as a wake-up.
         let _ = self.receiver.changed().await;
+    }
+
+    /// Keeps `guard` alive exactly as long as this subscription. A store
+    /// that listens for releases per key (a pub/sub channel) attaches its
+    /// own interest here, so it stops listening when the last local waiter
+    /// is gone.
+    pub fn with_guard(mut self, guard: impl Send + Sync + 'static) -> Self {
+        self.guard = Some(Box::new(guard));
+        self
     }
 }
 
@@ -138,8 +150,9 @@ pub enum Attempt {
 /// A store that takes locks by single attempts and can announce releases.
 #[async_trait]
 pub trait TryAcquire: Send + Sync {
-    /// Starts listening for releases of `name`. Called before each attempt
-    /// that may be followed by a wait.
+    /// Starts listening for releases of `name`. Called once, before the
+    /// first attempt of an acquire that may wait; the subscription lives
+    /// until the acquire returns.
     async fn watch_releases(&self, name: &LockName) -> Result<WakeSubscription, LockError>;
 
     /// One attempt to take the lock. Must be cancel-safe.
@@ -165,12 +178,15 @@ where
     S: TryAcquire + ?Sized,
 {
     let mut polls: Delays = store.poll_policy().delays();
+    // One subscription for the whole wait: it records every wake-up since
+    // it was made, so a release between a failed attempt and the sleep is
+    // not missed, and the store is not asked to listen anew per attempt.
+    let mut subscription = if request.wait.may_wait() {
+        Some(store.watch_releases(&request.name).await?)
+    } else {
+        None
+    };
     loop {
-        let mut subscription = if request.wait.may_wait() {
-            Some(store.watch_releases(&request.name).await?)
-        } else {
-            None
-        };
         let retry_after = match store.try_acquire_once(request).await? {
             Attempt::Acquired(acquired) => return Ok(Some(acquired)),
             Attempt::Held { retry_after } => retry_after,
@@ -228,6 +244,23 @@ mod tests {
         registry.wake("k");
         let waited = tokio::time::timeout(Duration::from_millis(30), other.woken()).await;
         assert!(waited.is_err());
+    }
+
+    #[test]
+    fn an_attached_guard_lives_as_long_as_the_subscription() {
+        struct Flag(Arc<Mutex<bool>>);
+        impl Drop for Flag {
+            fn drop(&mut self) {
+                *self.0.lock().unwrap() = true;
+            }
+        }
+        let registry = WakeRegistry::new();
+        let dropped = Arc::new(Mutex::new(false));
+        let sub = registry.subscribe("k").with_guard(Flag(dropped.clone()));
+        assert!(!*dropped.lock().unwrap());
+        drop(sub);
+        assert!(*dropped.lock().unwrap());
+        assert!(!registry.has_subscribers("k"));
     }
 
     #[test]

@@ -38,6 +38,23 @@ pub trait LockerFactory: Send + Sync {
     /// Opens a new locker — its own connection or session — with `settings`.
     async fn open(&self, settings: &CaseSettings) -> Result<Locker, LockError>;
 
+    /// Takes the lock on `key` (in `locker`'s namespace) away from its
+    /// holder from outside, as an operator or a store failure would: for
+    /// example by deleting the key, node or file, or revoking a lease.
+    /// The default uses [`Locker::force_release`] where the backend
+    /// supports it; `None` means this factory cannot (cases needing it
+    /// report themselves not applicable).
+    async fn take_away(&self, locker: &Locker, key: &str) -> Option<Result<(), LockError>> {
+        if !locker.capabilities().force_release {
+            return None;
+        }
+        Some(match locker.force_release(key).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(LockError::invalid_config(format!("force_release found no lock on `{key}`"))),
+            Err(error) => Err(error),
+        })
+    }
+
     /// Opens a locker whose connection to the store can be cut and
     /// restored, for the unavailability case; `None` if this factory cannot
     /// (the case then reports itself not applicable).

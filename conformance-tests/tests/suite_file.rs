@@ -1,0 +1,70 @@
+//! The conformance suite against the file backend, opened by URL through
+//! the `distlock` facade, on one temp directory shared by the cases.
+
+use std::sync::OnceLock;
+
+use distlock::conformance::{CaseSettings, LockerFactory, UrlFactory};
+use distlock::lock_file::{FileBackend, FileConfig};
+use distlock::{async_trait, Capabilities, LockError, Locker};
+
+fn lock_dir() -> &'static tempfile::TempDir {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("temp dir"))
+}
+
+fn file_url() -> String {
+    format!("file://{}", lock_dir().path().display())
+}
+
+/// Opens lockers by URL; takes a lock away the way an operator would, by
+/// deleting its lock file.
+struct FileFactory {
+    urls: UrlFactory,
+    files: FileBackend,
+}
+
+#[async_trait]
+impl LockerFactory for FileFactory {
+    async fn open(&self, settings: &CaseSettings) -> Result<Locker, LockError> {
+        self.urls.open(settings).await
+    }
+
+    async fn take_away(&self, locker: &Locker, key: &str) -> Option<Result<(), LockError>> {
+        let path = match locker.name(key) {
+            Ok(name) => self.files.lock_path(&name),
+            Err(error) => return Some(Err(error)),
+        };
+        Some(std::fs::remove_file(&path).map_err(|e| {
+            LockError::backend(format!("cannot remove {}", path.display()), e)
+        }))
+    }
+}
+
+fn factory_for(url: &str) -> FileFactory {
+    FileFactory {
+        urls: UrlFactory::new(url).expect("valid URL"),
+        files: FileBackend::open(FileConfig::new(lock_dir().path())).expect("lock dir"),
+    }
+}
+
+async fn file_factory() -> FileFactory {
+    factory_for(&file_url())
+}
+
+/// With `fsync=true` each acquisition syncs the token to disk on tokio's
+/// blocking pool: a different code path, so it runs the whole suite too.
+async fn file_fsync_factory() -> FileFactory {
+    factory_for(&format!("{}?fsync=true", file_url()))
+}
+
+lock_core::conformance_tests!(file, file_factory);
+lock_core::conformance_tests!(file_fsync, file_fsync_factory);
+
+/// flock(2) locks do not expire and cannot be broken, and other processes
+/// are not notified: the cases needing those report themselves not
+/// applicable. This pins the flags so none flips unnoticed.
+#[tokio::test]
+async fn file_declares_its_capabilities() {
+    let locker = distlock::connect(&file_url()).await.unwrap();
+    assert_eq!(locker.capabilities(), Capabilities::default());
+}

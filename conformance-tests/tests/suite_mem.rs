@@ -1,0 +1,24 @@
+//! The conformance suite against the in-memory reference backend, opened
+//! by URL through the `distlock` facade.
+
+use distlock::conformance::UrlFactory;
+use distlock::Capabilities;
+
+async fn mem_factory() -> UrlFactory {
+    UrlFactory::new("mem://conformance").expect("valid URL")
+}
+
+lock_core::conformance_tests!(mem, mem_factory);
+
+/// The capabilities the suite's applicability depends on; a flipped flag
+/// would silently change which cases run.
+#[tokio::test]
+async fn mem_declares_its_capabilities() {
+    let locker = distlock::connect("mem://conformance").await.unwrap();
+    let mut expected = Capabilities::default();
+    expected.expiry = true;
+    expected.per_lock_expiry = true;
+    expected.force_release = true;
+    expected.notified_wakeups = true;
+    assert_eq!(locker.capabilities(), expected);
+}

@@ -1,0 +1,274 @@
+//! [`FileBackend`]: the [`Backend`] implementation over `flock(2)`.
+
+use std::ffi::CString;
+use std::fs::{self, DirBuilder};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use lock_core::{
+    acquire_with_retries, AcquireRequest, Acquired, Attempt, Backend, Backoff, Capabilities,
+    FencingToken, FloorProbe, LockError, LockInfo, LockName, Renewal, TryAcquire, WakeRegistry,
+    WakeSubscription,
+};
+
+use crate::config::{FileConfig, FILE_SCHEME};
+use crate::held::FileHeld;
+use crate::lockfile::{self, Attempted, Holder};
+use crate::names;
+
+/// Mode of a lock directory created by [`FileBackend::open`].
+pub const DIR_MODE: u32 = 0o700;
+/// First wait of the polling fallback.
+pub const POLL_INITIAL: Duration = Duration::from_millis(1);
+/// Longest wait of the polling fallback.
+pub const POLL_CAP: Duration = Duration::from_millis(50);
+/// What [`Backend::inspect`] reports as owner of a lock file that is locked
+/// but was never stamped by distlock (e.g. locked by another program).
+pub const UNKNOWN_OWNER: &str = "unknown";
+
+/// Lock files in one directory; see the [crate docs](crate).
+///
+/// Cheap to clone. Every `FileBackend` of a process shares one wake-up
+/// registry, so a release wakes this process's waiters at once, whichever
+/// backend instance they wait through.
+#[derive(Clone, Debug)]
+pub struct FileBackend {
+    config: FileConfig,
+    /// `config.dir`, canonicalized: one spelling per directory, so that
+    /// wake-ups reach every backend of the process on that directory.
+    root: PathBuf,
+}
+
+impl FileBackend {
+    /// Opens the lock directory `config.dir`, creating it (and missing
+    /// parents) with mode `0o700` if it does not exist; an existing
+    /// directory keeps its mode. Fails with [`LockError::InvalidConfig`]
+    /// naming the path and the problem when it is not a directory, cannot
+    /// be created, or is not writable.
+    pub fn open(config: FileConfig) -> Result<Self, LockError> {
+        let dir = &config.dir;
+        let problem = |what: &str, error: &dyn std::fmt::Display| {
+            LockError::invalid_config(format!(
+                "lock directory `{}` {what}: {error}",
+                dir.display()
+            ))
+        };
+        match fs::metadata(dir) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(LockError::invalid_config(format!(
+                    "lock directory `{}` is not a directory",
+                    dir.display()
+                )))
+            }
+            Err(error) if error.kind() == io::ErrorKind::NotFound => DirBuilder::new()
+                .recursive(true)
+                .mode(DIR_MODE)
+                .create(dir)
+                .map_err(|e| problem("cannot be created", &e))?,
+            Err(error) => return Err(problem("cannot be used", &error)),
+        }
+        writable(dir).map_err(|e| problem("is not writable", &e))?;
+        let root = fs::canonicalize(dir).map_err(|e| problem("cannot be resolved", &e))?;
+        Ok(Self { config, root })
+    }
+
+    /// The settings this backend was opened with.
+    pub fn config(&self) -> &FileConfig {
+        &self.config
+    }
+
+    /// The lock file of `name`: `<dir>/<namespace>/<encoded key>.lock`
+    /// (with `dir` canonicalized). See the crate docs for the encoding.
+    pub fn lock_path(&self, name: &LockName) -> PathBuf {
+        names::lock_path(&self.root, name)
+    }
+
+    fn io_error(&self, what: &str, path: &Path, error: io::Error) -> LockError {
+        LockError::backend(format!("{what} `{}`: {error}", path.display()), error)
+    }
+}
+
+/// Checks write and search permission on `dir` (the file system may still
+/// be read-only; `access` reports that too).
+fn writable(dir: &Path) -> io::Result<()> {
+    let c_path = CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
+    // SAFETY: `c_path` is a valid NUL-terminated string for the call's duration.
+    if unsafe { libc::access(c_path.as_ptr(), libc::W_OK | libc::X_OK) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The process-wide wake-up registry of all file backends, keyed by lock
+/// file path.
+pub(crate) fn wakes() -> &'static WakeRegistry {
+    static WAKES: OnceLock<WakeRegistry> = OnceLock::new();
+    WAKES.get_or_init(WakeRegistry::new)
+}
+
+/// The registry key of a lock file.
+pub(crate) fn wake_key(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+#[async_trait]
+impl Backend for FileBackend {
+    fn name(&self) -> &'static str {
+        FILE_SCHEME
+    }
+
+    /// None of the flags: locks never expire (a dead process's locks are
+    /// freed by the kernel at once, a live holder's never), flock cannot be
+    /// broken, waiters in other processes poll, no order among waiters,
+    /// no network.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
+        acquire_with_retries(self, request).await
+    }
+
+    /// Held → owner and token of the last distlock acquisition recorded in
+    /// the file (`ttl_left: None`: locks do not expire). Briefly takes a
+    /// shared lock to find out.
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        let path = self.lock_path(name);
+        match lockfile::holder(&path)
+            .map_err(|e| self.io_error("cannot inspect lock file", &path, e))?
+        {
+            Holder::Free => {
+                // Our shared lock may have turned away a waiter's attempt.
+                wakes().wake(&wake_key(&path));
+                Ok(None)
+            }
+            Holder::Held(record) => {
+                let (token, owner) = record.map_or((0, None), |r| (r.token, r.owner));
+                let owner = owner.unwrap_or_else(|| UNKNOWN_OWNER.to_owned());
+                Ok(Some(LockInfo::new(owner, FencingToken::new(token), None)))
+            }
+        }
+    }
+
+    async fn floor_probe(&self) -> Result<Option<Box<dyn FloorProbe>>, LockError> {
+        Ok(Some(Box::new(FileFloorProbe {
+            backend: self.clone(),
+        })))
+    }
+}
+
+#[async_trait]
+impl TryAcquire for FileBackend {
+    async fn watch_releases(&self, name: &LockName) -> Result<WakeSubscription, LockError> {
+        Ok(wakes().subscribe(&wake_key(&self.lock_path(name))))
+    }
+
+    /// One `open` + `flock(LOCK_EX|LOCK_NB)` + token read/write. Without
+    /// `fsync` it runs inline with no await point, so it is never
+    /// interrupted half-way; with `fsync` it runs on the blocking pool, and
+    /// if the caller goes away the result (the locked file) is dropped,
+    /// which unlocks it.
+    async fn try_acquire_once(&self, request: &AcquireRequest) -> Result<Attempt, LockError> {
+        let requested_at = Instant::now();
+        let path = self.lock_path(&request.name);
+        let attempted = if self.config.fsync {
+            let (path, owner) = (path.clone(), request.owner.as_str().to_owned());
+            tokio::task::spawn_blocking(move || lockfile::lock_and_stamp(&path, &owner, true))
+                .await
+                .map_err(|e| LockError::backend("the lock attempt task failed", e))?
+        } else {
+            lockfile::lock_and_stamp(&path, request.owner.as_str(), false)
+        };
+        match attempted.map_err(|e| self.io_error("cannot lock", &path, e))? {
+            Attempted::Busy => {
+                tracing::debug!(path = %path.display(), "distlock: lock file busy");
+                Ok(Attempt::Held { retry_after: None })
+            }
+            Attempted::Locked(locked, token) => {
+                tracing::debug!(path = %path.display(), token, "distlock: lock file locked");
+                Ok(Attempt::Acquired(Acquired {
+                    token: FencingToken::new(token),
+                    requested_at,
+                    renewal: Renewal::Check {
+                        interval: self.config.check_interval_for(request.ttl),
+                    },
+                    held: Box::new(FileHeld {
+                        path,
+                        key: request.name.key().to_string(),
+                        file: Mutex::new(Some(locked)),
+                    }),
+                }))
+            }
+        }
+    }
+
+    /// Releases in this process wake waiters at once; other processes'
+    /// releases are noticed by polling: exponential backoff from
+    /// [`POLL_INITIAL`] to [`POLL_CAP`], with jitter.
+    fn poll_policy(&self) -> Backoff {
+        Backoff::exponential(POLL_INITIAL, POLL_CAP).with_jitter()
+    }
+}
+
+/// The raw syscalls of one uncontended lock+release, for benchmark floors.
+#[derive(Debug)]
+struct FileFloorProbe {
+    backend: FileBackend,
+}
+
+#[async_trait]
+impl FloorProbe for FileFloorProbe {
+    fn describe(&self) -> String {
+        "open + flock + unlock + close".to_owned()
+    }
+
+    async fn lock_release_once(&self, name: &LockName) -> Result<(), LockError> {
+        let path = self.backend.lock_path(name);
+        match lockfile::lock_unlock_once(&path) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(LockError::backend(
+                format!("floor probe: `{}` is locked", path.display()),
+                io::Error::from(io::ErrorKind::WouldBlock),
+            )),
+            Err(error) => Err(self
+                .backend
+                .io_error("floor probe cannot lock", &path, error)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_spelling_of_a_directory_maps_to_the_same_lock_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        let link = dir.path().join("link");
+        let straight = FileBackend::open(FileConfig::new(&real)).unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let winding = FileBackend::open(FileConfig::new(link.join("."))).unwrap();
+        let name = LockName::parse("ns", "k").unwrap();
+        // Same path, so the same wake-up key for both backends.
+        assert_eq!(straight.lock_path(&name), winding.lock_path(&name));
+    }
+
+    #[test]
+    fn poll_policy_starts_at_a_millisecond_and_stays_under_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = FileBackend::open(FileConfig::new(dir.path())).unwrap();
+        let delays: Vec<_> = backend.poll_policy().delays().take(20).collect();
+        assert!(delays[0] <= POLL_INITIAL);
+        assert!(delays.iter().all(|d| *d <= POLL_CAP));
+        assert!(delays[19] >= POLL_CAP / 2);
+    }
+}

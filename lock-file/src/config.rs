@@ -1,0 +1,234 @@
+//! `file:///dir?fsync=..&check_interval=..` → [`FileConfig`].
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use lock_core::{LockError, UrlOptions};
+
+/// URL scheme of the file backend: `file:///path/to/dir`.
+pub const FILE_SCHEME: &str = "file";
+
+/// The longest default check interval; see [`FileConfig::check_interval_for`].
+pub const MAX_DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Settings of a [`FileBackend`](crate::FileBackend).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileConfig {
+    /// The directory holding the lock files (one subdirectory per
+    /// namespace). Created by [`FileBackend::open`](crate::FileBackend::open)
+    /// if missing.
+    pub dir: PathBuf,
+    /// URL option `fsync` (default `false`): `fdatasync` each lock file
+    /// after writing its new fencing token (and the directory after creating
+    /// a lock file), so tokens survive a machine crash, not only a process
+    /// crash. Costs a disk flush per acquisition.
+    pub fsync: bool,
+    /// URL option `check_interval`: how often a held lock is checked to
+    /// still stand (its file not removed or replaced). `None` (the default)
+    /// means `min(ttl / 3, 5 s)`.
+    pub check_interval: Option<Duration>,
+}
+
+impl FileConfig {
+    /// Lock files under `dir`, default options.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            fsync: false,
+            check_interval: None,
+        }
+    }
+
+    /// Reads a `file:///absolute/dir` URL (percent-decoded path; host empty
+    /// or `localhost`) and takes this backend's options (`fsync`,
+    /// `check_interval`) from `options`. Leaves the rest of `options` to the
+    /// caller, which rejects unknown ones with [`UrlOptions::finish`].
+    ///
+    /// Fails with [`LockError::InvalidConfig`] naming the problem: another
+    /// scheme, a host (as in the relative-looking `file://dir`), user info,
+    /// a port, a fragment, no directory (`file://`, `file:///`), or a bad
+    /// option value. The directory itself is checked by
+    /// [`FileBackend::open`](crate::FileBackend::open).
+    pub fn from_url(url: &url::Url, options: &mut UrlOptions) -> Result<Self, LockError> {
+        let invalid = |problem: String| {
+            LockError::invalid_config(format!("{problem}; expected file:///absolute/path/to/dir"))
+        };
+        if url.scheme() != FILE_SCHEME {
+            return Err(invalid(format!("`{}://` is not a file URL", url.scheme())));
+        }
+        // Never echo user info: it may be a password.
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(invalid("file:// URLs take no user name or password".into()));
+        }
+        if url.port().is_some() {
+            return Err(invalid("file:// URLs take no port".into()));
+        }
+        match url.host_str() {
+            None | Some("") | Some("localhost") => {}
+            Some(host) => {
+                return Err(invalid(format!(
+                    "file:// URLs take no host, got `{host}` (a relative path? write three slashes and an absolute path)"
+                )))
+            }
+        }
+        if url.fragment().is_some() {
+            return Err(invalid("file:// URLs take no #fragment".into()));
+        }
+        let dir = url
+            .to_file_path()
+            .map_err(|()| invalid(format!("`{}` is not a local path", url.path())))?;
+        if !dir.is_absolute() || dir == Path::new("/") {
+            return Err(invalid(
+                "the file:// URL names no lock directory (the root directory is not accepted)"
+                    .into(),
+            ));
+        }
+        Ok(Self {
+            dir,
+            fsync: options.take_bool("fsync")?.unwrap_or(false),
+            check_interval: options.take_positive_duration("check_interval")?,
+        })
+    }
+
+    /// The interval at which a lock held for `ttl` is checked:
+    /// [`check_interval`](Self::check_interval) if set, else
+    /// `min(ttl / 3, 5 s)`.
+    pub fn check_interval_for(&self, ttl: Duration) -> Duration {
+        self.check_interval
+            .unwrap_or_else(|| (ttl / 3).min(MAX_DEFAULT_CHECK_INTERVAL))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses like the facade does: URL, backend options, then `finish`.
+    fn parse(url: &str) -> Result<FileConfig, LockError> {
+        let url = url::Url::parse(url).expect("a URL");
+        let mut options = UrlOptions::parse(&url)?;
+        let _common = options.take_common()?;
+        let config = FileConfig::from_url(&url, &mut options)?;
+        options.finish()?;
+        Ok(config)
+    }
+
+    fn rejected(url: &str) -> String {
+        match parse(url) {
+            Err(LockError::InvalidConfig { reason }) => reason,
+            other => panic!("{url}: expected InvalidConfig, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn absolute_directory_with_defaults() {
+        let config = parse("file:///var/lock/app").unwrap();
+        assert_eq!(config, FileConfig::new("/var/lock/app"));
+        assert!(!config.fsync);
+        assert_eq!(config.check_interval, None);
+        assert_eq!(
+            parse("file://localhost/var/lock/app").unwrap().dir,
+            Path::new("/var/lock/app")
+        );
+        assert_eq!(
+            parse("file:///var/lock/app/").unwrap().dir,
+            Path::new("/var/lock/app")
+        );
+    }
+
+    #[test]
+    fn path_is_percent_decoded() {
+        let config = parse("file:///tmp/my%20locks/%C3%BC").unwrap();
+        assert_eq!(config.dir, Path::new("/tmp/my locks/ü"));
+    }
+
+    #[test]
+    fn backend_and_common_options_are_read() {
+        let config =
+            parse("file:///l?fsync=true&check_interval=250ms&ttl=3s&namespace=ns").unwrap();
+        assert!(config.fsync);
+        assert_eq!(config.check_interval, Some(Duration::from_millis(250)));
+        assert!(!parse("file:///l?fsync=0").unwrap().fsync);
+    }
+
+    #[test]
+    fn bad_option_values_name_the_option() {
+        assert!(rejected("file:///l?fsync=maybe").contains("`fsync`"));
+        assert!(rejected("file:///l?check_interval=soon").contains("`check_interval`"));
+        assert!(rejected("file:///l?check_interval=0s").contains("greater than zero"));
+    }
+
+    #[test]
+    fn unknown_options_are_rejected_by_finish_listing_ours() {
+        let reason = rejected("file:///l?colour=blue");
+        assert!(reason.contains("unknown option `colour`"), "{reason}");
+        assert!(
+            reason.contains("fsync") && reason.contains("check_interval"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn a_host_is_rejected_as_a_likely_relative_path() {
+        let reason = rejected("file://relative/dir");
+        assert!(reason.contains("no host, got `relative`"), "{reason}");
+        assert!(rejected("file://./dir").contains("no host"));
+    }
+
+    #[test]
+    fn user_info_is_rejected_without_echoing_it() {
+        for url in ["file://user:secret@host/dir", "file://user@localhost/dir"] {
+            match url::Url::parse(url) {
+                // The URL parser may already refuse it; either way no lock dir.
+                Err(_) => {}
+                Ok(_) => {
+                    let reason = rejected(url);
+                    assert!(!reason.contains("secret"), "{reason}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn port_and_fragment_are_rejected() {
+        if url::Url::parse("file://localhost:99/dir").is_ok() {
+            rejected("file://localhost:99/dir");
+        }
+        assert!(rejected("file:///dir#frag").contains("fragment"));
+    }
+
+    #[test]
+    fn no_directory_is_an_error() {
+        for url in ["file://", "file:///", "file://localhost"] {
+            assert!(rejected(url).contains("names no lock directory"), "{url}");
+        }
+    }
+
+    #[test]
+    fn other_schemes_are_rejected() {
+        let url = url::Url::parse("mem://x").unwrap();
+        let mut options = UrlOptions::parse(&url).unwrap();
+        assert!(FileConfig::from_url(&url, &mut options).is_err());
+    }
+
+    #[test]
+    fn check_interval_defaults_to_a_third_of_the_ttl_up_to_five_seconds() {
+        let config = FileConfig::new("/l");
+        assert_eq!(
+            config.check_interval_for(Duration::from_secs(3)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            config.check_interval_for(Duration::from_secs(30)),
+            Duration::from_secs(5)
+        );
+        let fixed = FileConfig {
+            check_interval: Some(Duration::from_millis(20)),
+            ..config
+        };
+        assert_eq!(
+            fixed.check_interval_for(Duration::from_secs(30)),
+            Duration::from_millis(20)
+        );
+    }
+}

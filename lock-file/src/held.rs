@@ -1,0 +1,87 @@
+//! [`FileHeld`]: one lock file we hold, renewed by checking and released
+//! by unlocking.
+
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::{HeldLock, LockError, LossReason};
+
+use crate::backend::wakes;
+use crate::lockfile::LockedFile;
+
+/// A held lock: the locked file, until released or dropped.
+#[derive(Debug)]
+pub(crate) struct FileHeld {
+    /// The lock file's path.
+    pub(crate) path: PathBuf,
+    /// The key as shown in errors.
+    pub(crate) key: String,
+    /// `None` once released.
+    pub(crate) file: Mutex<Option<LockedFile>>,
+}
+
+impl FileHeld {
+    fn file(&self) -> MutexGuard<'_, Option<LockedFile>> {
+        self.file.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lost(&self, reason: LossReason) -> LockError {
+        LockError::lost(self.key.clone(), reason)
+    }
+
+    /// Unlocks and closes the file, then wakes this process's waiters.
+    /// Before unlocking, reports whether the file still stood.
+    fn unlock(&self) -> Option<std::io::Result<bool>> {
+        let locked = self.file().take()?;
+        let stood = locked.still_stands(&self.path);
+        drop(locked);
+        wakes().wake(&crate::backend::wake_key(&self.path));
+        Some(stood)
+    }
+}
+
+impl Drop for FileHeld {
+    /// Releases synchronously (unlock + close), so a guard dropped outside
+    /// any runtime still frees its lock at once.
+    fn drop(&mut self) {
+        self.unlock();
+    }
+}
+
+#[async_trait]
+impl HeldLock for FileHeld {
+    /// Checks that the lock file still stands: the path still names the
+    /// inode we locked. Removed or replaced → `Lost(TakenAway)`.
+    async fn renew(&self, _ttl: Duration) -> Result<(), LockError> {
+        let file = self.file();
+        let Some(locked) = file.as_ref() else {
+            return Err(self.lost(LossReason::RenewalRefused));
+        };
+        match locked.still_stands(&self.path) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(self.lost(LossReason::TakenAway)),
+            Err(error) => Err(LockError::backend(
+                format!("cannot check lock file `{}`: {error}", self.path.display()),
+                error,
+            )),
+        }
+    }
+
+    /// Unlocks and closes. Reports `Lost(TakenAway)` if the file had been
+    /// removed or replaced meanwhile (our descriptor is unlocked anyway; the
+    /// new file, possibly someone else's lock, is not touched).
+    async fn release(&self) -> Result<(), LockError> {
+        match self.unlock() {
+            None => Err(self.lost(LossReason::RenewalRefused)),
+            Some(Ok(true)) => Ok(()),
+            Some(Ok(false)) => Err(self.lost(LossReason::TakenAway)),
+            Some(Err(error)) => {
+                // The lock is released either way; only the check failed.
+                tracing::warn!(path = %self.path.display(), %error, "distlock: released, but could not check the lock file still stood");
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,33 @@
+#![doc = include_str!("../README.md")]
+
+#[cfg(not(unix))]
+compile_error!("lock-file needs a Unix system: it is built on flock(2)");
+
+mod backend;
+mod config;
+mod held;
+mod lockfile;
+mod names;
+
+use std::path::{Path, PathBuf};
+
+pub use backend::{FileBackend, DIR_MODE, POLL_CAP, POLL_INITIAL, UNKNOWN_OWNER};
+pub use config::{FileConfig, FILE_SCHEME, MAX_DEFAULT_CHECK_INTERVAL};
+pub use lockfile::FILE_MODE;
+
+/// The embedded default lock directory: `$XDG_RUNTIME_DIR/distlock` if
+/// `XDG_RUNTIME_DIR` is set to an absolute path, else
+/// `<std::env::temp_dir()>/distlock-<uid>` (with the effective user id).
+///
+/// Both are per user; neither survives a reboot on a typical system, and
+/// with them the fencing tokens restart (see the crate docs).
+pub fn default_dir() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(dir) if Path::new(&dir).is_absolute() => Path::new(&dir).join("distlock"),
+        _ => {
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            let uid = unsafe { libc::geteuid() };
+            std::env::temp_dir().join(format!("distlock-{uid}"))
+        }
+    }
+}

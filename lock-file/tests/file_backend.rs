@@ -1,0 +1,396 @@
+//! Behaviour specific to the file backend: loss when the lock file goes,
+//! token persistence, exclusion across processes, directory checks and the
+//! key → file mapping on disk.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lock_core::{Backend, LockError, LockOptions, Locker, LockerOptions, LossReason, TryAcquire};
+use lock_file::{FileBackend, FileConfig, UNKNOWN_OWNER};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+fn open(config: FileConfig) -> FileBackend {
+    FileBackend::open(config).expect("open the lock directory")
+}
+
+fn locker(backend: &FileBackend) -> Locker {
+    Locker::new(Arc::new(backend.clone()), LockerOptions::default())
+}
+
+fn checked_every(dir: &Path, interval: Duration) -> FileConfig {
+    FileConfig {
+        check_interval: Some(interval),
+        ..FileConfig::new(dir)
+    }
+}
+
+fn wait(d: Duration) -> LockOptions {
+    LockOptions::new().wait(d)
+}
+
+fn config_error(result: Result<FileBackend, LockError>) -> String {
+    match result {
+        Err(LockError::InvalidConfig { reason }) => reason,
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn removed_lock_file_makes_the_guard_report_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = open(checked_every(dir.path(), Duration::from_millis(20)));
+    let locks = locker(&backend);
+    let guard = locks.lock("k").await.unwrap();
+    fs::remove_file(backend.lock_path(guard.name())).unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("the lost signal did not fire");
+    assert_eq!(reason, LossReason::TakenAway);
+    assert!(!guard.is_held());
+    let released = guard.release().await;
+    assert!(
+        matches!(
+            released,
+            Err(LockError::Lost {
+                reason: LossReason::TakenAway,
+                ..
+            })
+        ),
+        "{released:?}"
+    );
+}
+
+#[tokio::test]
+async fn replaced_lock_file_is_lost_and_the_new_holder_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = open(checked_every(dir.path(), Duration::from_millis(20)));
+    let (old_locks, new_locks) = (locker(&backend), locker(&backend));
+    let old = old_locks.lock("k").await.unwrap();
+    let path = backend.lock_path(old.name());
+    fs::remove_file(&path).unwrap();
+    let new = new_locks
+        .try_lock("k")
+        .await
+        .unwrap()
+        .expect("a fresh file is free");
+    let reason = tokio::time::timeout(Duration::from_secs(2), old.lost()).await;
+    assert_eq!(reason.expect("not reported lost"), LossReason::TakenAway);
+    assert!(old.release().await.unwrap_err().is_lost());
+    assert!(new.is_held());
+    assert!(
+        old_locks.try_lock("k").await.unwrap().is_none(),
+        "the old release freed the new lock"
+    );
+    new.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn release_reports_lost_when_the_file_was_removed_before_any_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = open(checked_every(dir.path(), Duration::from_secs(3600)));
+    let locks = locker(&backend);
+    let guard = locks.lock("k").await.unwrap();
+    fs::remove_file(backend.lock_path(guard.name())).unwrap();
+    assert!(guard.is_held(), "no check ran yet");
+    let released = guard.release().await;
+    assert!(
+        matches!(
+            released,
+            Err(LockError::Lost {
+                reason: LossReason::TakenAway,
+                ..
+            })
+        ),
+        "{released:?}"
+    );
+    locks
+        .try_lock("k")
+        .await
+        .unwrap()
+        .expect("free after release")
+        .release()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn tokens_keep_increasing_across_backend_instances() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut last = 0;
+    for _ in 0..3 {
+        let backend = open(FileConfig::new(dir.path()));
+        let locks = locker(&backend);
+        for _ in 0..2 {
+            let guard = locks.lock("persistent").await.unwrap();
+            assert!(
+                guard.token().get() > last,
+                "token {} after {last}",
+                guard.token()
+            );
+            last = guard.token().get();
+            guard.release().await.unwrap();
+        }
+        drop(locks);
+        drop(backend);
+    }
+    assert_eq!(last, 6);
+}
+
+/// Holds `flock(LOCK_EX)` on argv[1] from another process until killed.
+const HOLDER_SCRIPT: &str = r#"
+import fcntl, sys, time
+f = open(sys.argv[1], "a")
+fcntl.flock(f, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(30)
+"#;
+
+#[tokio::test]
+async fn a_lock_held_by_another_process_is_taken_soon_after_that_process_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = open(FileConfig::new(dir.path()));
+    let locks = locker(&backend);
+    let path = backend.lock_path(&locks.name("shared/job").unwrap());
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut holder = tokio::process::Command::new("python3")
+        .arg("-c")
+        .arg(HOLDER_SCRIPT)
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("this test needs python3 to hold a lock from another process");
+    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+    let said = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("the holder process did not lock in time")
+        .unwrap();
+    assert_eq!(said.as_deref(), Some("locked"));
+
+    assert!(
+        locks.try_lock("shared/job").await.unwrap().is_none(),
+        "took a lock held by another process"
+    );
+    let info = locks
+        .inspect("shared/job")
+        .await
+        .unwrap()
+        .expect("held by the other process");
+    assert_eq!(
+        info.owner, UNKNOWN_OWNER,
+        "nothing was recorded by that holder"
+    );
+    assert_eq!(info.ttl_left, None);
+
+    let waiter = tokio::spawn({
+        let locks = locks.clone();
+        async move {
+            let guard = locks
+                .lock_with("shared/job", wait(Duration::from_secs(20)))
+                .await?;
+            Ok::<_, LockError>((Instant::now(), guard))
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished(), "the waiter did not wait");
+
+    let killed_at = Instant::now();
+    holder.start_kill().unwrap(); // SIGKILL: no chance to unlock by itself
+    holder.wait().await.unwrap();
+    let (acquired_at, guard) = waiter.await.unwrap().unwrap();
+    let freed_after = acquired_at.saturating_duration_since(killed_at);
+    assert!(
+        freed_after < Duration::from_secs(1),
+        "taken {freed_after:?} after the kill"
+    );
+    assert_eq!(
+        guard.token().get(),
+        1,
+        "the first distlock holder of this file"
+    );
+    guard.release().await.unwrap();
+}
+
+#[test]
+fn open_rejects_a_directory_under_a_regular_file() {
+    let root = tempfile::tempdir().unwrap();
+    let file = root.path().join("plain-file");
+    fs::write(&file, "not a directory").unwrap();
+    let dir = file.join("locks");
+    let reason = config_error(FileBackend::open(FileConfig::new(&dir)));
+    assert!(reason.contains(&dir.display().to_string()), "{reason}");
+    assert!(reason.contains("cannot be"), "{reason}");
+}
+
+#[test]
+fn open_rejects_a_regular_file() {
+    let root = tempfile::tempdir().unwrap();
+    let file = root.path().join("plain-file");
+    fs::write(&file, "").unwrap();
+    let reason = config_error(FileBackend::open(FileConfig::new(&file)));
+    assert!(reason.contains(&file.display().to_string()), "{reason}");
+    assert!(reason.contains("is not a directory"), "{reason}");
+}
+
+#[test]
+fn open_creates_a_missing_directory_private_to_the_user() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("a/b/locks");
+    open(FileConfig::new(&dir));
+    let mode = fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "{mode:o}");
+}
+
+#[tokio::test]
+async fn lock_files_are_not_writable_by_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = open(FileConfig::new(dir.path()));
+    let guard = locker(&backend).lock("k").await.unwrap();
+    let mode = fs::metadata(backend.lock_path(guard.name()))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777 & !0o644, 0, "mode {mode:o}");
+    guard.release().await.unwrap();
+}
+
+fn walk(dir: &Path, found: &mut BTreeSet<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            walk(&path, found);
+        }
+        found.insert(path);
+    }
+}
+
+#[tokio::test]
+async fn keys_with_dot_dot_stay_inside_the_namespace_directory() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("locks");
+    let backend = open(FileConfig::new(&dir));
+    let locks = locker(&backend).with_namespace("ns").unwrap();
+    let keys = [
+        "..",
+        "../..",
+        "a/../../etc",
+        "../../../../../tmp/escape",
+        ".",
+        ".hidden",
+        "a/..",
+    ];
+    let mut held = Vec::new();
+    for key in keys {
+        held.push(locks.try_lock(key).await.unwrap().expect("distinct keys"));
+    }
+    let mut found = BTreeSet::new();
+    walk(root.path(), &mut found);
+    let ns_dir = dir.join("ns");
+    let files: Vec<_> = found.iter().filter(|p| p.is_file()).collect();
+    assert_eq!(files.len(), keys.len(), "{found:?}");
+    for file in &files {
+        assert_eq!(file.parent(), Some(ns_dir.as_path()), "{file:?}");
+        let name = file.file_name().unwrap().to_str().unwrap();
+        assert!(!name.starts_with('.') && name.ends_with(".lock"), "{name}");
+    }
+    assert_eq!(
+        found.len(),
+        keys.len() + 2,
+        "only locks/, locks/ns/ and the files: {found:?}"
+    );
+    for guard in held {
+        guard.release().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_release_wakes_waiters_of_another_backend_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let holder_backend = open(FileConfig::new(dir.path()));
+    let waiter_backend = open(FileConfig::new(dir.path()));
+    let locks = locker(&holder_backend);
+
+    let guard = locks.lock("k").await.unwrap();
+    let mut woken = waiter_backend.watch_releases(guard.name()).await.unwrap();
+    guard.release().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(2), woken.woken())
+        .await
+        .expect("release did not wake the other backend's waiter");
+
+    let guard = locks.lock("k").await.unwrap();
+    let mut woken = waiter_backend.watch_releases(guard.name()).await.unwrap();
+    drop(guard);
+    tokio::time::timeout(Duration::from_secs(2), woken.woken())
+        .await
+        .expect("dropping the guard did not wake the other backend's waiter");
+}
+
+#[test]
+fn a_guard_dropped_outside_any_runtime_frees_the_lock_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let locks = locker(&open(FileConfig::new(dir.path())));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let guard = runtime.block_on(locks.lock("k")).unwrap();
+    drop(runtime);
+    drop(guard);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let again = runtime.block_on(locks.try_lock("k")).unwrap();
+    assert!(again.is_some(), "the dropped guard still holds the lock");
+}
+
+#[tokio::test]
+async fn a_lock_file_without_a_token_is_an_error_not_a_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = open(FileConfig::new(dir.path()));
+    let locks = locker(&backend);
+    let path = backend.lock_path(&locks.name("k").unwrap());
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(&path, "not a token\n").unwrap();
+    match locks.try_lock("k").await {
+        Err(LockError::Backend { message, .. }) => {
+            assert!(message.contains(&path.display().to_string()), "{message}");
+        }
+        other => panic!("expected a Backend error, got {other:?}"),
+    }
+    fs::remove_file(&path).unwrap();
+    let guard = locks.try_lock("k").await.unwrap().expect("free once reset");
+    assert_eq!(guard.token().get(), 1);
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn floor_probe_locks_and_unlocks_the_same_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = open(FileConfig::new(dir.path()));
+    let locks = locker(&backend);
+    let probe = backend.floor_probe().await.unwrap().expect("a probe");
+    assert_eq!(probe.describe(), "open + flock + unlock + close");
+    let name = locks.name("k").unwrap();
+    probe.lock_release_once(&name).await.unwrap();
+    let guard = locks.lock("k").await.unwrap();
+    assert!(
+        probe.lock_release_once(&name).await.is_err(),
+        "the probe took a held lock"
+    );
+    guard.release().await.unwrap();
+    probe.lock_release_once(&name).await.unwrap();
+}
+
+#[test]
+fn default_dir_is_per_user() {
+    let dir = lock_file::default_dir();
+    assert!(dir.is_absolute(), "{dir:?}");
+    let last = dir.file_name().unwrap().to_str().unwrap();
+    assert!(
+        last == "distlock" || last.starts_with("distlock-"),
+        "{dir:?}"
+    );
+}
