@@ -34,9 +34,10 @@ impl LockerFactory for FileFactory {
             Ok(name) => self.files.lock_path(&name),
             Err(error) => return Some(Err(error)),
         };
-        Some(std::fs::remove_file(&path).map_err(|e| {
-            LockError::backend(format!("cannot remove {}", path.display()), e)
-        }))
+        Some(
+            std::fs::remove_file(&path)
+                .map_err(|e| LockError::backend(format!("cannot remove {}", path.display()), e)),
+        )
     }
 }
 

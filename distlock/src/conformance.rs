@@ -3,7 +3,6 @@
 
 use std::fmt;
 
-
 use lock_core::{async_trait, LockError, Locker};
 
 pub use lock_core::conformance::*;
@@ -18,9 +17,8 @@ pub struct UrlFactory {
 impl UrlFactory {
     /// Checks that `url` parses; connecting happens per locker.
     pub fn new(url: &str) -> Result<Self, LockError> {
-        let base = url::Url::parse(url).map_err(|error| {
-            LockError::invalid_config(format!("not a lock URL: {error}"))
-        })?;
+        let base = url::Url::parse(url)
+            .map_err(|error| LockError::invalid_config(format!("not a lock URL: {error}")))?;
         Ok(Self { base })
     }
 

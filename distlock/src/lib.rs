@@ -87,7 +87,11 @@ mod tests {
             ("mem://named?ttl=2s&namespace=ns".into(), Ok("mem")),
             (
                 file_url.clone(),
-                if cfg!(feature = "file") { Ok("file") } else { Err("`file` feature") },
+                if cfg!(feature = "file") {
+                    Ok("file")
+                } else {
+                    Err("`file` feature")
+                },
             ),
             ("redis://127.0.0.1:6379".into(), Err("`redis` feature")),
             ("rediss://127.0.0.1:6379".into(), Err("`redis` feature")),
@@ -97,7 +101,10 @@ mod tests {
             ("etcds://127.0.0.1:2379".into(), Err("`etcd` feature")),
             ("zk://127.0.0.1:2181/app".into(), Err("`zookeeper` feature")),
             ("zks://127.0.0.1:2181".into(), Err("`zookeeper` feature")),
-            ("consul://x".into(), Err("unknown lock URL scheme `consul://`")),
+            (
+                "consul://x".into(),
+                Err("unknown lock URL scheme `consul://`"),
+            ),
             ("not a url".into(), Err("expected SCHEME://")),
             ("mem//x".into(), Err("expected SCHEME://")),
             ("mem://?ttl=abc".into(), Err("`ttl`")),
@@ -106,7 +113,10 @@ mod tests {
         ];
         let mut table = table;
         if cfg!(feature = "file") {
-            table.push((format!("{file_url}?colour=red"), Err("unknown option `colour`")));
+            table.push((
+                format!("{file_url}?colour=red"),
+                Err("unknown option `colour`"),
+            ));
         }
         for (url, expected) in table {
             let result = connect(&url).await;
@@ -130,10 +140,15 @@ mod tests {
 
     #[tokio::test]
     async fn url_options_reach_the_locker() {
-        let locker = connect("mem://opts?ttl=2s&namespace=billing&wait=250ms").await.unwrap();
+        let locker = connect("mem://opts?ttl=2s&namespace=billing&wait=250ms")
+            .await
+            .unwrap();
         assert_eq!(locker.options().ttl, std::time::Duration::from_secs(2));
         assert_eq!(locker.namespace().as_str(), "billing");
-        assert_eq!(locker.options().wait, Some(std::time::Duration::from_millis(250)));
+        assert_eq!(
+            locker.options().wait,
+            Some(std::time::Duration::from_millis(250))
+        );
     }
 
     #[tokio::test]

@@ -26,7 +26,16 @@ pub enum Scheme {
 
 /// Every scheme string, as shown in errors.
 pub const KNOWN_SCHEMES: &[&str] = &[
-    "mem", "file", "redis", "rediss", "redis+cluster", "redlock", "etcd", "etcds", "zk", "zks",
+    "mem",
+    "file",
+    "redis",
+    "rediss",
+    "redis+cluster",
+    "redlock",
+    "etcd",
+    "etcds",
+    "zk",
+    "zks",
 ];
 
 impl Scheme {

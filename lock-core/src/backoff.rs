@@ -153,10 +153,7 @@ mod tests {
 
     #[test]
     fn exponential_doubles_up_to_the_cap() {
-        let delays: Vec<_> = Backoff::exponential(MS, 10 * MS)
-            .delays()
-            .take(6)
-            .collect();
+        let delays: Vec<_> = Backoff::exponential(MS, 10 * MS).delays().take(6).collect();
         assert_eq!(delays, [MS, 2 * MS, 4 * MS, 8 * MS, 10 * MS, 10 * MS]);
     }
 

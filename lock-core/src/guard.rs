@@ -131,7 +131,8 @@ impl LockGuard {
         if let Some(reason) = self.signal.loss_reason() {
             return Err(LockError::lost(self.key(), reason));
         }
-        let span = tracing::debug_span!("distlock.extend", backend = self.backend, key = %self.name.key());
+        let span =
+            tracing::debug_span!("distlock.extend", backend = self.backend, key = %self.name.key());
         self.lease.renew_once().instrument(span).await
     }
 

@@ -196,7 +196,14 @@ mod tests {
 
     #[test]
     fn accepts_hierarchy_spaces_unicode_and_max_length() {
-        for key in ["a", "invoices/2026-11", "with space", "ünïcødé/鍵", "a/../b", "."] {
+        for key in [
+            "a",
+            "invoices/2026-11",
+            "with space",
+            "ünïcødé/鍵",
+            "a/../b",
+            ".",
+        ] {
             assert_eq!(LockKey::new(key).unwrap().as_str(), key);
         }
         let longest = "k".repeat(MAX_KEY_LEN);

@@ -43,7 +43,10 @@ impl LockUrl {
     /// Parses `text`. Errors never contain the password.
     pub fn parse(text: &str) -> Result<Self, LockError> {
         let bad = |why: String| {
-            LockError::invalid_config(format!("`{}` is not a lock URL: {why}", mask_credentials(text)))
+            LockError::invalid_config(format!(
+                "`{}` is not a lock URL: {why}",
+                mask_credentials(text)
+            ))
         };
         let Some((scheme, rest)) = text.split_once("://") else {
             return Err(bad("expected SCHEME://…".to_owned()));
@@ -62,12 +65,16 @@ impl LockUrl {
                 }
                 return Err(bad("empty entry in the host list".to_owned()));
             }
-            let single = Url::parse(&format!("{scheme}://{item}")).map_err(|e| bad(format!("host `{item}`: {e}")))?;
+            let single = Url::parse(&format!("{scheme}://{item}"))
+                .map_err(|e| bad(format!("host `{item}`: {e}")))?;
             let host = single
                 .host_str()
                 .ok_or_else(|| bad(format!("host `{item}` has no host name")))?;
             hosts.push(HostPort {
-                host: host.trim_start_matches('[').trim_end_matches(']').to_owned(),
+                host: host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_owned(),
                 port: single.port(),
             });
         }
@@ -99,14 +106,22 @@ mod tests {
     use super::*;
 
     fn hosts(text: &str) -> Vec<String> {
-        LockUrl::parse(text).unwrap().hosts.iter().map(ToString::to_string).collect()
+        LockUrl::parse(text)
+            .unwrap()
+            .hosts
+            .iter()
+            .map(ToString::to_string)
+            .collect()
     }
 
     #[test]
     fn host_lists_are_split() {
         assert_eq!(hosts("redlock://a:1,b:2,c:3"), ["a:1", "b:2", "c:3"]);
         assert_eq!(hosts("zk://h1:2181,h2/chroot/x?ttl=2s"), ["h1:2181", "h2"]);
-        assert_eq!(hosts("etcd://[::1]:2379,127.0.0.1:2380"), ["[::1]:2379", "127.0.0.1:2380"]);
+        assert_eq!(
+            hosts("etcd://[::1]:2379,127.0.0.1:2380"),
+            ["[::1]:2379", "127.0.0.1:2380"]
+        );
         assert!(hosts("file:///tmp/locks").is_empty());
     }
 
@@ -123,7 +138,12 @@ mod tests {
 
     #[test]
     fn bad_urls_are_named_without_passwords() {
-        for text in ["nothing", "redis://u:secret@a:1,,b:2", "redis://u:secret@a:99999999", "redis://u:secret@a:x"] {
+        for text in [
+            "nothing",
+            "redis://u:secret@a:1,,b:2",
+            "redis://u:secret@a:99999999",
+            "redis://u:secret@a:x",
+        ] {
             let error = LockUrl::parse(text).unwrap_err().to_string();
             assert!(error.contains("not a lock URL"), "{error}");
             assert!(!error.contains("secret"), "{error}");

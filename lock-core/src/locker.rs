@@ -152,7 +152,10 @@ impl Locker {
 
     /// The full name of `key` in this locker's namespace.
     pub fn name(&self, key: &str) -> Result<LockName, LockError> {
-        Ok(LockName::new(self.options.namespace.clone(), LockKey::new(key)?))
+        Ok(LockName::new(
+            self.options.namespace.clone(),
+            LockKey::new(key)?,
+        ))
     }
 
     async fn acquire(
@@ -209,4 +212,3 @@ impl fmt::Debug for Locker {
             .finish()
     }
 }
-

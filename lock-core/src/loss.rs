@@ -150,7 +150,12 @@ impl fmt::Debug for LossSignal {
 /// A connected reporter and signal for a lock that is held now.
 pub fn loss_channel() -> (LossReporter, LossSignal) {
     let (tx, rx) = watch::channel(LockState::Held);
-    (LossReporter { state: Arc::new(tx) }, LossSignal { state: rx })
+    (
+        LossReporter {
+            state: Arc::new(tx),
+        },
+        LossSignal { state: rx },
+    )
 }
 
 #[cfg(test)]

@@ -138,9 +138,11 @@ impl Backend for MemoryBackend {
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         let now = Instant::now();
         let state = self.store.state();
-        Ok(state.locks.get(name).filter(|e| e.live(now)).map(|e| {
-            LockInfo::new(e.owner.as_str(), e.token, Some(e.expires_at - now))
-        }))
+        Ok(state
+            .locks
+            .get(name)
+            .filter(|e| e.live(now))
+            .map(|e| LockInfo::new(e.owner.as_str(), e.token, Some(e.expires_at - now))))
     }
 
     async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {

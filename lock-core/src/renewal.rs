@@ -71,7 +71,10 @@ impl Lease {
                     Ok(outcome) => outcome,
                     Err(_) => {
                         self.reporter.report(LossReason::ValidityExpired);
-                        return Err(LockError::lost(self.key.clone(), LossReason::ValidityExpired));
+                        return Err(LockError::lost(
+                            self.key.clone(),
+                            LossReason::ValidityExpired,
+                        ));
                     }
                 }
             }
@@ -94,13 +97,19 @@ impl Lease {
 /// Starts the background task that keeps `lease` alive, if its renewal
 /// mode needs one. The task ends when the lock is lost; the guard aborts it
 /// on release or drop.
-pub(crate) fn start(lease: &Arc<Lease>, auto_renew: bool, span: tracing::Span) -> Option<JoinHandle<()>> {
+pub(crate) fn start(
+    lease: &Arc<Lease>,
+    auto_renew: bool,
+    span: tracing::Span,
+) -> Option<JoinHandle<()>> {
     let lease = Arc::clone(lease);
     let task = match lease.renewal {
         Renewal::Managed => return None,
         Renewal::Lease if auto_renew => tokio::spawn(renew_lease(lease).instrument(span)),
         Renewal::Lease => tokio::spawn(watch_validity(lease).instrument(span)),
-        Renewal::Check { interval } => tokio::spawn(check_periodically(lease, interval).instrument(span)),
+        Renewal::Check { interval } => {
+            tokio::spawn(check_periodically(lease, interval).instrument(span))
+        }
     };
     Some(task)
 }

@@ -198,15 +198,17 @@ mod tests {
 
     #[test]
     fn common_values_are_read() {
-        let mut opts =
-            options("mem://?ttl=2s&namespace=billing&wait=500ms&connect_timeout=1s");
+        let mut opts = options("mem://?ttl=2s&namespace=billing&wait=500ms&connect_timeout=1s");
         let common = opts.take_common().unwrap();
         opts.finish().unwrap();
         assert_eq!(common.ttl, Duration::from_secs(2));
         assert_eq!(common.namespace.as_str(), "billing");
         assert_eq!(common.wait, Some(Duration::from_millis(500)));
         assert_eq!(common.connect_timeout, Duration::from_secs(1));
-        assert_eq!(options("mem://?wait=forever").take_common().unwrap().wait, None);
+        assert_eq!(
+            options("mem://?wait=forever").take_common().unwrap().wait,
+            None
+        );
     }
 
     #[test]
@@ -223,7 +225,10 @@ mod tests {
         let mut opts = options("redis://h/?ttl=1s&colour=blue");
         opts.take_common().unwrap();
         let reason = config_error(opts.finish());
-        assert!(reason.contains("`colour`") && reason.contains("ttl"), "{reason}");
+        assert!(
+            reason.contains("`colour`") && reason.contains("ttl"),
+            "{reason}"
+        );
         let repeated = UrlOptions::parse(&Url::parse("mem://?ttl=1s&ttl=2s").unwrap());
         assert!(config_error(repeated).contains("twice"));
     }

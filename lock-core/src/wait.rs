@@ -130,7 +130,9 @@ impl fmt::Debug for WakeSubscription {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic while holding this lock cannot leave the map inconsistent.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The outcome of one attempt by a try-style store.

@@ -45,12 +45,17 @@ async fn a_cancelled_release_still_releases() {
 
 #[tokio::test]
 async fn a_leaked_guard_keeps_the_lock_until_it_expires() {
-    let locker = Locker::memory("guard-leak").unwrap().with_options(lock_core::LockerOptions {
-        ttl: Duration::from_millis(300),
-        ..Default::default()
-    });
+    let locker = Locker::memory("guard-leak")
+        .unwrap()
+        .with_options(lock_core::LockerOptions {
+            ttl: Duration::from_millis(300),
+            ..Default::default()
+        });
     locker.lock("k").await.unwrap().leak();
-    assert!(locker.try_lock("k").await.unwrap().is_none(), "leak released the lock");
+    assert!(
+        locker.try_lock("k").await.unwrap().is_none(),
+        "leak released the lock"
+    );
     let later = locker
         .lock_with("k", LockOptions::new().wait(Duration::from_secs(2)))
         .await;

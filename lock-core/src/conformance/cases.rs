@@ -22,7 +22,11 @@ const SHORT_TTL: Duration = Duration::from_secs(1);
 const SLACK: Duration = Duration::from_secs(2);
 
 fn settings(case: &str, ttl: Duration) -> CaseSettings {
-    let short: String = case.chars().filter(|c| c.is_ascii_alphanumeric()).take(24).collect();
+    let short: String = case
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(24)
+        .collect();
     let unique = &uuid::Uuid::new_v4().simple().to_string()[..12];
     CaseSettings {
         namespace: Namespace::new(&format!("c-{short}-{unique}")).expect("valid namespace"),
@@ -76,15 +80,26 @@ pub async fn mutual_exclusion(factory: &dyn LockerFactory) -> CaseResult {
     let mut tasks = Vec::new();
     for locker in open_many(factory, &settings, LOCKERS).await? {
         for _ in 0..TASKS_PER_LOCKER {
-            let (locker, inside, last_token, counter) =
-                (locker.clone(), inside.clone(), last_token.clone(), counter.clone());
+            let (locker, inside, last_token, counter) = (
+                locker.clone(),
+                inside.clone(),
+                last_token.clone(),
+                counter.clone(),
+            );
             tasks.push(tokio::spawn(async move {
                 for _ in 0..ROUNDS {
-                    let guard = locker.lock_with("contended", wait(Duration::from_secs(60))).await?;
+                    let guard = locker
+                        .lock_with("contended", wait(Duration::from_secs(60)))
+                        .await?;
                     assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
                     {
                         let mut last = last_token.lock().unwrap();
-                        assert!(guard.token().get() > *last, "token {} after {}", guard.token(), *last);
+                        assert!(
+                            guard.token().get() > *last,
+                            "token {} after {}",
+                            guard.token(),
+                            *last
+                        );
                         *last = guard.token().get();
                     }
                     // A read-modify-write that loses updates without exclusion.
@@ -113,9 +128,19 @@ pub async fn try_lock_on_held_key_returns_none_at_once(factory: &dyn LockerFacto
     let (a, b) = open_two(factory, &settings).await?;
     let guard = a.lock("k").await?;
     let started = Instant::now();
-    assert!(b.try_lock("k").await?.is_none(), "try_lock took a held lock");
-    assert!(a.try_lock("k").await?.is_none(), "try_lock took a held lock from its own locker");
-    assert!(started.elapsed() < SLACK, "try_lock waited {:?}", started.elapsed());
+    assert!(
+        b.try_lock("k").await?.is_none(),
+        "try_lock took a held lock"
+    );
+    assert!(
+        a.try_lock("k").await?.is_none(),
+        "try_lock took a held lock from its own locker"
+    );
+    assert!(
+        started.elapsed() < SLACK,
+        "try_lock waited {:?}",
+        started.elapsed()
+    );
     guard.release().await?;
     let taken = b.try_lock("k").await?;
     assert!(taken.is_some(), "try_lock failed on a free key");
@@ -162,7 +187,10 @@ pub async fn release_wakes_a_waiter_promptly(factory: &dyn LockerFactory) -> Cas
     let released_at = Instant::now();
     let acquired_at = join(waiter).await?;
     let handoff = acquired_at.saturating_duration_since(released_at);
-    assert!(handoff < Duration::from_millis(500), "hand-off took {handoff:?}");
+    assert!(
+        handoff < Duration::from_millis(500),
+        "hand-off took {handoff:?}"
+    );
     Ok(Outcome::Passed)
 }
 
@@ -193,13 +221,20 @@ async fn take_over(
     for way in ways {
         match way {
             Takeover::Expiry if caps.per_lock_expiry => {
-                let old = holder.lock_with(key, LockOptions::new().auto_renew(false)).await?;
-                let new = other.lock_with(key, wait(holder.options().ttl + SLACK)).await?;
+                let old = holder
+                    .lock_with(key, LockOptions::new().auto_renew(false))
+                    .await?;
+                let new = other
+                    .lock_with(key, wait(holder.options().ttl + SLACK))
+                    .await?;
                 return Ok(Some((old, new)));
             }
             Takeover::ForceRelease if caps.force_release => {
                 let old = holder.lock(key).await?;
-                assert!(other.force_release(key).await?, "force_release found no lock");
+                assert!(
+                    other.force_release(key).await?,
+                    "force_release found no lock"
+                );
                 let new = other.lock_with(key, wait(SLACK)).await?;
                 return Ok(Some((old, new)));
             }
@@ -226,13 +261,18 @@ pub async fn release_after_takeover_reports_lost(factory: &dyn LockerFactory) ->
     let (a, b) = open_two(factory, &settings).await?;
     let ways = [Takeover::Expiry, Takeover::TakeAway];
     let Some((old, new)) = take_over(factory, &a, &b, "k", &ways).await? else {
-        return Ok(Outcome::NotApplicable("per_lock_expiry, or a factory that can take locks away"));
+        return Ok(Outcome::NotApplicable(
+            "per_lock_expiry, or a factory that can take locks away",
+        ));
     };
     // Stores that notice a removal only at the next check get until then.
     let _ = tokio::time::timeout(settings.ttl + SLACK, old.lost()).await;
     assert!(!old.is_held(), "the old guard still claims the lock");
     let outcome = old.release().await;
-    assert!(matches!(outcome, Err(LockError::Lost { .. })), "expected Lost, got {outcome:?}");
+    assert!(
+        matches!(outcome, Err(LockError::Lost { .. })),
+        "expected Lost, got {outcome:?}"
+    );
     let info = b.inspect("k").await?.expect("the new owner's lock is gone");
     assert_eq!(info.owner, new.owner().as_str());
     assert!(new.is_held());
@@ -248,8 +288,15 @@ pub async fn renewal_keeps_lock_past_three_ttls(factory: &dyn LockerFactory) -> 
     let until = Instant::now() + settings.ttl * 3 + settings.ttl / 2;
     while Instant::now() < until {
         tokio::time::sleep(settings.ttl / 2).await;
-        assert!(guard.is_held(), "lost: {:?}", guard.loss_signal().loss_reason());
-        assert!(b.try_lock("k").await?.is_none(), "another locker took a renewed lock");
+        assert!(
+            guard.is_held(),
+            "lost: {:?}",
+            guard.loss_signal().loss_reason()
+        );
+        assert!(
+            b.try_lock("k").await?.is_none(),
+            "another locker took a renewed lock"
+        );
     }
     guard.release().await?;
     Ok(Outcome::Passed)
@@ -284,7 +331,9 @@ pub async fn lost_signal_fires_when_lock_is_taken_away(factory: &dyn LockerFacto
     let (a, b) = open_two(factory, &settings).await?;
     let guard = a.lock("k").await?;
     let Some(taken) = factory.take_away(&b, "k").await else {
-        return Ok(Outcome::NotApplicable("force_release, or a factory that can take locks away"));
+        return Ok(Outcome::NotApplicable(
+            "force_release, or a factory that can take locks away",
+        ));
     };
     taken?;
     let reason = tokio::time::timeout(settings.ttl + SLACK, guard.lost())
@@ -304,7 +353,11 @@ pub async fn tokens_increase_across_holders(factory: &dyn LockerFactory) -> Case
     let mut last = 0;
     for locker in [&a, &b, &a, &b, &b] {
         let guard = locker.lock("k").await?;
-        assert!(guard.token().get() > last, "token {} after {last}", guard.token());
+        assert!(
+            guard.token().get() > last,
+            "token {} after {last}",
+            guard.token()
+        );
         last = guard.token().get();
         guard.release().await?;
     }
@@ -325,7 +378,12 @@ pub async fn tokens_increase_across_expiry(factory: &dyn LockerFactory) -> CaseR
     let Some((old, new)) = take_over(factory, &a, &b, "k", &ways).await? else {
         return Ok(Outcome::NotApplicable("per_lock_expiry or force_release"));
     };
-    assert!(new.token() > old.token(), "token {} after {}", new.token(), old.token());
+    assert!(
+        new.token() > old.token(),
+        "token {} after {}",
+        new.token(),
+        old.token()
+    );
     drop(old);
     new.release().await?;
     Ok(Outcome::Passed)
@@ -337,7 +395,13 @@ pub async fn independent_keys_do_not_block(factory: &dyn LockerFactory) -> CaseR
     let settings = settings("independent_keys", TTL);
     let (a, b) = open_two(factory, &settings).await?;
     let mut held = vec![a.lock("k1").await?];
-    for (locker, key) in [(&b, "k2"), (&a, "k3"), (&b, "k1/sub"), (&a, "k"), (&b, "k1x")] {
+    for (locker, key) in [
+        (&b, "k2"),
+        (&a, "k3"),
+        (&b, "k1/sub"),
+        (&a, "k"),
+        (&b, "k1x"),
+    ] {
         let guard = tokio::time::timeout(SLACK, locker.try_lock(key))
             .await
             .expect("try_lock hung")?;
@@ -356,11 +420,17 @@ pub async fn namespaces_isolate(factory: &dyn LockerFactory) -> CaseResult {
     let a = factory.open(&first).await?;
     let b = factory.open(&second).await?;
     let in_a = a.lock("shared").await?;
-    let in_b = b.try_lock("shared").await?.expect("blocked by another namespace");
+    let in_b = b
+        .try_lock("shared")
+        .await?
+        .expect("blocked by another namespace");
     let seen_from_b = b.inspect("shared").await?.expect("held");
     assert_eq!(seen_from_b.owner, in_b.owner().as_str());
     in_b.release().await?;
-    assert!(b.inspect("shared").await?.is_none(), "namespace b sees a's lock");
+    assert!(
+        b.inspect("shared").await?.is_none(),
+        "namespace b sees a's lock"
+    );
     assert!(a.inspect("shared").await?.is_some());
     in_a.release().await?;
     Ok(Outcome::Passed)
@@ -396,7 +466,10 @@ pub async fn unusual_keys_work(factory: &dyn LockerFactory) -> CaseResult {
         let guard = a.try_lock(key).await?;
         let guard = guard.unwrap_or_else(|| panic!("key {key:?} is blocked by another key"));
         assert_eq!(guard.key(), key);
-        let info = b.inspect(key).await?.unwrap_or_else(|| panic!("inspect misses {key:?}"));
+        let info = b
+            .inspect(key)
+            .await?
+            .unwrap_or_else(|| panic!("inspect misses {key:?}"));
         assert_eq!(info.owner, guard.owner().as_str(), "key {key:?}");
         assert!(b.try_lock(key).await?.is_none(), "key {key:?} taken twice");
         held.push(guard);
@@ -413,14 +486,34 @@ pub async fn invalid_keys_are_rejected(factory: &dyn LockerFactory) -> CaseResul
     let settings = settings("invalid_keys", TTL);
     let locker = factory.open(&settings).await?;
     let too_long = "k".repeat(MAX_KEY_LEN + 1);
-    for key in ["", too_long.as_str(), "a\0b", "a\nb", "bell\u{7}", "/a", "a/", "a//b"] {
+    for key in [
+        "",
+        too_long.as_str(),
+        "a\0b",
+        "a\nb",
+        "bell\u{7}",
+        "/a",
+        "a/",
+        "a//b",
+    ] {
         let is_invalid = |r: &Result<_, LockError>| matches!(r, Err(LockError::InvalidKey { .. }));
         let checks = async {
-            assert!(is_invalid(&locker.lock(key).await.map(drop)), "lock({key:?})");
-            assert!(is_invalid(&locker.try_lock(key).await.map(drop)), "try_lock({key:?})");
-            assert!(is_invalid(&locker.inspect(key).await.map(drop)), "inspect({key:?})");
+            assert!(
+                is_invalid(&locker.lock(key).await.map(drop)),
+                "lock({key:?})"
+            );
+            assert!(
+                is_invalid(&locker.try_lock(key).await.map(drop)),
+                "try_lock({key:?})"
+            );
+            assert!(
+                is_invalid(&locker.inspect(key).await.map(drop)),
+                "inspect({key:?})"
+            );
         };
-        tokio::time::timeout(SLACK, checks).await.expect("an invalid key hung");
+        tokio::time::timeout(SLACK, checks)
+            .await
+            .expect("an invalid key hung");
     }
     Ok(Outcome::Passed)
 }
@@ -438,8 +531,13 @@ pub async fn dropped_lock_call_leaves_nothing_behind(factory: &dyn LockerFactory
         let dropped = tokio::time::timeout(Duration::from_millis(200), b.lock("queued")).await;
         assert!(dropped.is_err(), "lock() on a held key returned");
     }
-    let timed_out = b.lock_with("queued", wait(Duration::from_millis(200))).await;
-    assert!(matches!(timed_out, Err(LockError::Timeout { .. })), "{timed_out:?}");
+    let timed_out = b
+        .lock_with("queued", wait(Duration::from_millis(200)))
+        .await;
+    assert!(
+        matches!(timed_out, Err(LockError::Timeout { .. })),
+        "{timed_out:?}"
+    );
     holder.release().await?;
     let next = c.lock_with("queued", wait(Duration::from_secs(1))).await?;
     next.release().await?;
@@ -474,7 +572,9 @@ pub async fn locks_are_not_reentrant(factory: &dyn LockerFactory) -> CaseResult 
     let locker = factory.open(&settings).await?;
     let guard = locker.lock("k").await?;
     assert!(locker.try_lock("k").await?.is_none());
-    let again = locker.lock_with("k", wait(Duration::from_millis(200))).await;
+    let again = locker
+        .lock_with("k", wait(Duration::from_millis(200)))
+        .await;
     assert!(matches!(again, Err(LockError::Timeout { .. })), "{again:?}");
     assert!(guard.is_held());
     guard.release().await?;
@@ -489,7 +589,9 @@ pub async fn unreachable_store_gives_unavailable_then_recovers(
     const NO_HANG: Duration = Duration::from_secs(20);
     let settings = settings("unreachable", TTL);
     let Some(opened) = factory.open_with_outage(&settings).await else {
-        return Ok(Outcome::NotApplicable("an outage-capable factory (fault proxy)"));
+        return Ok(Outcome::NotApplicable(
+            "an outage-capable factory (fault proxy)",
+        ));
     };
     let (locker, outage) = opened?;
     locker.lock("before").await?.release().await?;
@@ -500,9 +602,16 @@ pub async fn unreachable_store_gives_unavailable_then_recovers(
         matches!(during, Err(LockError::Unavailable { .. })),
         "expected Unavailable, got {during:?}"
     );
-    let waited = tokio::time::timeout(NO_HANG, locker.lock_with("during", wait(Duration::from_secs(2)))).await;
+    let waited = tokio::time::timeout(
+        NO_HANG,
+        locker.lock_with("during", wait(Duration::from_secs(2))),
+    )
+    .await;
     assert!(
-        matches!(waited.expect("lock hung"), Err(LockError::Unavailable { .. } | LockError::Timeout { .. })),
+        matches!(
+            waited.expect("lock hung"),
+            Err(LockError::Unavailable { .. } | LockError::Timeout { .. })
+        ),
         "lock during an outage must fail"
     );
     outage.end().await;
@@ -535,7 +644,10 @@ pub async fn inspect_reports_holder(factory: &dyn LockerFactory) -> CaseResult {
         assert!(left <= settings.ttl, "ttl_left {left:?} above the ttl");
     }
     guard.release().await?;
-    assert!(b.inspect("k").await?.is_none(), "a released key still has a holder");
+    assert!(
+        b.inspect("k").await?.is_none(),
+        "a released key still has a holder"
+    );
     Ok(Outcome::Passed)
 }
 
@@ -547,7 +659,10 @@ pub async fn zero_wait_makes_one_attempt(factory: &dyn LockerFactory) -> CaseRes
     let guard = a.lock_with("k", wait(Duration::ZERO)).await?;
     let started = Instant::now();
     let outcome = b.lock_with("k", wait(Duration::ZERO)).await;
-    assert!(matches!(outcome, Err(LockError::Timeout { .. })), "{outcome:?}");
+    assert!(
+        matches!(outcome, Err(LockError::Timeout { .. })),
+        "{outcome:?}"
+    );
     assert!(started.elapsed() < SLACK);
     guard.release().await?;
     Ok(Outcome::Passed)
@@ -556,13 +671,17 @@ pub async fn zero_wait_makes_one_attempt(factory: &dyn LockerFactory) -> CaseRes
 /// A lease that is not renewed is reported lost *before* the store frees
 /// it: the old holder hears of the loss before a waiting client holds the
 /// lock.
-pub async fn loss_is_signalled_before_others_can_acquire(factory: &dyn LockerFactory) -> CaseResult {
+pub async fn loss_is_signalled_before_others_can_acquire(
+    factory: &dyn LockerFactory,
+) -> CaseResult {
     let settings = settings("loss_before_expiry", SHORT_TTL);
     let (a, b) = open_two(factory, &settings).await?;
     if !a.capabilities().per_lock_expiry {
         return Ok(Outcome::NotApplicable("per_lock_expiry"));
     }
-    let old = a.lock_with("k", LockOptions::new().auto_renew(false)).await?;
+    let old = a
+        .lock_with("k", LockOptions::new().auto_renew(false))
+        .await?;
     let waiter = tokio::spawn(async move {
         let guard = b.lock_with("k", wait(SHORT_TTL + SLACK)).await?;
         let acquired_at = Instant::now();
@@ -574,7 +693,10 @@ pub async fn loss_is_signalled_before_others_can_acquire(factory: &dyn LockerFac
         .expect("the lost signal did not fire");
     let lost_at = Instant::now();
     let acquired_at = join(waiter).await?;
-    assert!(lost_at < acquired_at, "another client held the lock before the loss was signalled");
+    assert!(
+        lost_at < acquired_at,
+        "another client held the lock before the loss was signalled"
+    );
     assert!(matches!(old.release().await, Err(LockError::Lost { .. })));
     Ok(Outcome::Passed)
 }

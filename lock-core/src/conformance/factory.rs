@@ -50,7 +50,9 @@ pub trait LockerFactory: Send + Sync {
         }
         Some(match locker.force_release(key).await {
             Ok(true) => Ok(()),
-            Ok(false) => Err(LockError::invalid_config(format!("force_release found no lock on `{key}`"))),
+            Ok(false) => Err(LockError::invalid_config(format!(
+                "force_release found no lock on `{key}`"
+            ))),
             Err(error) => Err(error),
         })
     }
