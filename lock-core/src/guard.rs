@@ -137,8 +137,10 @@ impl LockGuard {
     }
 
     /// Releases the lock. Returns [`LockError::Lost`] if the lock had been
-    /// lost before (then nothing of another owner's is touched); other
-    /// errors mean the store could not be told, and the lock will expire.
+    /// lost before (then nothing of another owner's is touched). Other
+    /// errors mean the store could not be told: the lock then stays taken
+    /// until the store frees it by itself (ttl expiry, end of the session,
+    /// or — for local files — the end of this process).
     ///
     /// If this call is cancelled, the release continues in the background.
     pub async fn release(mut self) -> Result<(), LockError> {
