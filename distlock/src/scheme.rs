@@ -78,7 +78,7 @@ impl Scheme {
     pub(crate) fn not_compiled(self) -> LockError {
         let feature = self.feature().unwrap_or("default");
         LockError::invalid_config(format!(
-            "{self} locks are not compiled into this build: enable the `{feature}` feature of the distlock crate"
+            "{self} locks are not compiled into this build: rebuild with the `{feature}` feature enabled (a cargo feature of distlock, and of distlock-cli for the command)"
         ))
     }
 }

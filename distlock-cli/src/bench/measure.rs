@@ -1,0 +1,256 @@
+//! The measurements: uncontended latency against the floor, handoff, and
+//! throughput.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use distlock::{FloorProbe, LockError, LockName, LockOptions, Locker};
+
+use super::Opener;
+use crate::exit::Failure;
+
+/// Samples per block when ours and the floor alternate; small enough that
+/// a burst of machine noise lands in blocks of both.
+const BLOCK: usize = 50;
+/// Most samples of the uncontended test (per side).
+const LATENCY_SAMPLES: usize = 2_000;
+/// Unrecorded operations before the uncontended test (files, connections
+/// and caches get created on first use).
+const WARM_UP: usize = 10;
+/// Most handoffs measured.
+const HANDOFFS: usize = 200;
+/// Fewest handoffs measured, however long they take.
+const MIN_HANDOFFS: usize = 10;
+/// How long the waiter is given to block in `lock()` before the holder
+/// releases.
+const WAITER_SETTLE: Duration = Duration::from_millis(5);
+
+/// Uncontended lock+release latencies, ours and (if there is a probe) the
+/// floor's, interleaved in blocks within `budget`.
+#[derive(Debug, Default)]
+pub(crate) struct Uncontended {
+    pub(crate) ours: Vec<Duration>,
+    pub(crate) floor: Vec<Duration>,
+}
+
+pub(crate) async fn uncontended(
+    locker: &Locker,
+    probe: Option<&dyn FloorProbe>,
+    budget: Duration,
+) -> Result<Uncontended, LockError> {
+    // Distinct keys of the same shape, so a probe that stores something
+    // different from distlock's own record cannot confuse either side.
+    let ours_key = "bench/latency-ours";
+    let floor_name = locker.name("bench/latency-raw")?;
+    for _ in 0..WARM_UP {
+        lock_release(locker, ours_key).await?;
+        if let Some(probe) = probe {
+            probe.lock_release_once(&floor_name).await?;
+        }
+    }
+    let mut samples = Uncontended::default();
+    let started = Instant::now();
+    while samples.ours.len() < LATENCY_SAMPLES
+        && (samples.ours.is_empty() || started.elapsed() < budget)
+    {
+        for _ in 0..BLOCK {
+            samples.ours.push(lock_release(locker, ours_key).await?);
+        }
+        if let Some(probe) = probe {
+            for _ in 0..BLOCK {
+                samples.floor.push(timed_floor(probe, &floor_name).await?);
+            }
+        }
+    }
+    Ok(samples)
+}
+
+async fn lock_release(locker: &Locker, key: &str) -> Result<Duration, LockError> {
+    let started = Instant::now();
+    let guard = locker
+        .lock_with(key, LockOptions::new().wait_forever())
+        .await?;
+    guard.release().await?;
+    Ok(started.elapsed())
+}
+
+async fn timed_floor(probe: &dyn FloorProbe, name: &LockName) -> Result<Duration, LockError> {
+    let started = Instant::now();
+    probe.lock_release_once(name).await?;
+    Ok(started.elapsed())
+}
+
+/// Handoff latencies: from the holder's `release()` returning to the
+/// blocked waiter's `lock()` returning. Two lockers, each with its own
+/// connection unless the bench is `--shared`.
+pub(crate) async fn handoff(opener: &Opener, budget: Duration) -> Result<Vec<Duration>, Failure> {
+    let holder = opener.open().await?;
+    let waiter = opener.open().await?;
+    let key = "bench/handoff";
+    // A handoff that never happens is a backend bug; do not hang on it.
+    let patience = LockOptions::new().wait(budget.max(Duration::from_secs(10)));
+    let mut samples = Vec::new();
+    let started = Instant::now();
+    while samples.len() < HANDOFFS && (samples.len() < MIN_HANDOFFS || started.elapsed() < budget) {
+        let held = holder.lock_with(key, patience).await?;
+        let waiting = {
+            let waiter = waiter.clone();
+            tokio::spawn(async move {
+                let taken = waiter.lock_with(key, patience).await;
+                (Instant::now(), taken)
+            })
+        };
+        tokio::time::sleep(WAITER_SETTLE).await;
+        held.release().await?;
+        let released = Instant::now();
+        let (taken_at, taken) = waiting
+            .await
+            .map_err(|e| Failure::other(format!("handoff waiter failed: {e}")))?;
+        // A store may wake the waiter before the holder's release call
+        // returns; that handoff took no time from the caller's view.
+        samples.push(taken_at.saturating_duration_since(released));
+        taken?.release().await?;
+    }
+    Ok(samples)
+}
+
+/// Lock+release operations per client over one period.
+#[derive(Debug)]
+pub(crate) struct Counts {
+    pub(crate) per_client: Vec<u64>,
+    pub(crate) elapsed: Duration,
+    /// Failed floor operations (the probe may refuse a held key).
+    pub(crate) errors: u64,
+}
+
+/// `clients` lockers doing lock+release for `duration` on keys picked
+/// round-robin from `keys` keys.
+pub(crate) async fn throughput(
+    opener: &Opener,
+    clients: usize,
+    keys: usize,
+    duration: Duration,
+) -> Result<Counts, Failure> {
+    let keys = throughput_keys("ours", keys);
+    let mut lockers = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        lockers.push(opener.open().await?);
+    }
+    let started = Instant::now();
+    let deadline = started + duration;
+    let tasks: Vec<_> = lockers
+        .into_iter()
+        .enumerate()
+        .map(|(client, locker)| {
+            let keys = Arc::clone(&keys);
+            tokio::spawn(async move {
+                let mut done = 0u64;
+                let mut next = client;
+                loop {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Ok(done);
+                    }
+                    let key = &keys[next % keys.len()];
+                    next += 1;
+                    match locker
+                        .lock_with(key, LockOptions::new().wait(deadline - now))
+                        .await
+                    {
+                        Ok(guard) => guard.release().await?,
+                        Err(error) if error.is_timeout() => return Ok(done),
+                        Err(error) => return Err(error),
+                    }
+                    done += 1;
+                    // Stores answered from this process (file, mem) may
+                    // complete without ever yielding; let the other clients run.
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    let mut per_client = Vec::with_capacity(clients);
+    for task in tasks {
+        let done = task
+            .await
+            .map_err(|e| Failure::other(format!("bench client failed: {e}")))??;
+        per_client.push(done);
+    }
+    Ok(Counts {
+        per_client,
+        elapsed: started.elapsed(),
+        errors: 0,
+    })
+}
+
+/// The floor's throughput: the same clients and keys, each client with its
+/// own probe (own connection) unless shared. Failed probe calls are
+/// counted, not fatal: a raw probe may refuse a key another client holds.
+pub(crate) async fn floor_throughput(
+    opener: &Opener,
+    clients: usize,
+    keys: usize,
+    duration: Duration,
+) -> Result<Option<Counts>, Failure> {
+    let keys = throughput_keys("raw", keys);
+    let mut probes: Vec<Arc<dyn FloorProbe>> = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        match opener.probe().await? {
+            Some(probe) => probes.push(probe),
+            None => return Ok(None),
+        }
+    }
+    let base = opener.open().await?;
+    let names = keys
+        .iter()
+        .map(|key| base.name(key))
+        .collect::<Result<Vec<_>, _>>()?;
+    let names = Arc::new(names);
+    let started = Instant::now();
+    let deadline = started + duration;
+    let tasks: Vec<_> = probes
+        .into_iter()
+        .enumerate()
+        .map(|(client, probe)| {
+            let names = Arc::clone(&names);
+            tokio::spawn(async move {
+                let (mut done, mut errors) = (0u64, 0u64);
+                let mut next = client;
+                while Instant::now() < deadline {
+                    let name = &names[next % names.len()];
+                    next += 1;
+                    match probe.lock_release_once(name).await {
+                        Ok(()) => done += 1,
+                        Err(_) => errors += 1,
+                    }
+                    tokio::task::yield_now().await;
+                }
+                (done, errors)
+            })
+        })
+        .collect();
+    let mut counts = Counts {
+        per_client: Vec::with_capacity(clients),
+        elapsed: Duration::ZERO,
+        errors: 0,
+    };
+    for task in tasks {
+        let (done, errors) = task
+            .await
+            .map_err(|e| Failure::other(format!("floor client failed: {e}")))?;
+        counts.per_client.push(done);
+        counts.errors += errors;
+    }
+    counts.elapsed = started.elapsed();
+    Ok(Some(counts))
+}
+
+/// `keys` key names for one side (`ours` or `raw`); the sides use keys of
+/// the same shape but never the same key.
+fn throughput_keys(side: &str, keys: usize) -> Arc<Vec<String>> {
+    Arc::new(
+        (0..keys)
+            .map(|k| format!("bench/throughput-{side}-{k}"))
+            .collect(),
+    )
+}

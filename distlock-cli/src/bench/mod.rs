@@ -1,0 +1,130 @@
+//! `distlock bench`: latency, handoff and throughput of a store through
+//! distlock, against the store's raw floor (DESIGN §9).
+//!
+//! Everything runs in one process and one run, so the ratios to the floor
+//! hold on a noisy machine: the uncontended test alternates blocks of ours
+//! and the floor's operations, so noise hits both alike. Locks live in a
+//! fresh namespace `bench-<random>`, so runs never collide with each other
+//! or with real locks.
+
+mod measure;
+mod report;
+mod stats;
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+
+use distlock::{FloorProbe, Locker};
+
+use crate::cli::BenchArgs;
+use crate::exit::{Failure, SUCCESS};
+use crate::output;
+use crate::url::StoreUrl;
+use report::BenchReport;
+
+/// Runs the benchmark and prints its table (or JSON).
+pub(crate) async fn bench(store: &StoreUrl, args: BenchArgs) -> Result<i32, Failure> {
+    let clients = usize::try_from(args.clients).unwrap_or(usize::MAX);
+    let keys = usize::try_from(args.keys).unwrap_or(usize::MAX);
+    let opener = Opener::new(store, args.shared).await?;
+    let base = opener.open().await?;
+    let probe = base.floor_probe().await?;
+
+    // The latency and handoff tests get a third of --duration each; the
+    // throughput tests (ours, then the floor's) get all of it.
+    let budget = args.duration / 3;
+    let uncontended = measure::uncontended(&base, probe.as_deref(), budget).await?;
+    let handoff = measure::handoff(&opener, budget).await?;
+    let ours = measure::throughput(&opener, clients, keys, args.duration).await?;
+    let floor = match &probe {
+        Some(_) => measure::floor_throughput(&opener, clients, keys, args.duration).await?,
+        None => None,
+    };
+
+    let report = BenchReport {
+        backend: base.backend_name(),
+        url: store.shown().to_owned(),
+        namespace: opener.namespace.clone(),
+        clients,
+        keys,
+        shared: args.shared,
+        duration: args.duration,
+        probe: probe.map(|p| p.describe()),
+    }
+    .with_results(&uncontended, &handoff, &ours, floor.as_ref());
+    let text = if args.json {
+        serde_json::to_string_pretty(&report).map_err(|e| Failure::other(e.to_string()))?
+    } else {
+        report.table()
+    };
+    output::line(&text)?;
+    Ok(SUCCESS)
+}
+
+/// Opens the lockers and floor probes of one run, all in the run's
+/// namespace: each its own connection, or all one with `--shared`.
+pub(crate) struct Opener {
+    store: StoreUrl,
+    namespace: String,
+    shared: Option<(Locker, Option<Arc<dyn FloorProbe>>)>,
+}
+
+impl Opener {
+    async fn new(store: &StoreUrl, shared: bool) -> Result<Self, Failure> {
+        let mut opener = Self {
+            store: store.clone(),
+            namespace: format!("bench-{:016x}", random()),
+            shared: None,
+        };
+        if shared {
+            let locker = opener.open().await?;
+            let probe = locker.floor_probe().await?.map(Arc::from);
+            opener.shared = Some((locker, probe));
+        }
+        Ok(opener)
+    }
+
+    /// A locker: the shared one, or a fresh connection.
+    pub(crate) async fn open(&self) -> Result<Locker, Failure> {
+        if let Some((locker, _)) = &self.shared {
+            return Ok(locker.clone());
+        }
+        let locker = self.store.connect().await?;
+        Ok(locker.with_namespace(&self.namespace)?)
+    }
+
+    /// A floor probe (the shared one, or one with its own connection);
+    /// `None` if the backend has no floor.
+    pub(crate) async fn probe(&self) -> Result<Option<Arc<dyn FloorProbe>>, Failure> {
+        if let Some((_, probe)) = &self.shared {
+            return Ok(probe.clone());
+        }
+        let locker = self.store.connect().await?;
+        Ok(locker.floor_probe().await?.map(Arc::from))
+    }
+}
+
+impl std::fmt::Debug for Opener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opener")
+            .field("store", &self.store.shown())
+            .field("namespace", &self.namespace)
+            .field("shared", &self.shared.is_some())
+            .finish()
+    }
+}
+
+/// 64 random bits from std's per-process hash keys, enough to keep bench
+/// namespaces apart.
+fn random() -> u64 {
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    hasher.write_u32(std::process::id());
+    hasher.finish()
+}

@@ -1,0 +1,121 @@
+//! `distlock check`: the conformance suite against a live deployment.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use distlock::conformance::{run_all, CaseReport, CaseStatus, UrlFactory, CASES};
+
+use crate::cli::CheckArgs;
+use crate::exit::{one_line, Failure, FAILURE, SUCCESS};
+use crate::output;
+use crate::url::StoreUrl;
+
+/// Runs every case (or those matching `--filter`), prints one line per case
+/// and a `check:` summary; exits 1 if any case failed.
+pub(crate) async fn check(store: &StoreUrl, args: CheckArgs) -> Result<i32, Failure> {
+    let filter = args.filter.as_deref();
+    let selected = CASES
+        .iter()
+        .filter(|case| filter.map_or(true, |f| case.name.contains(f)))
+        .count();
+    if selected == 0 {
+        return Err(Failure::usage(format!(
+            "no conformance case name contains {:?}",
+            filter.unwrap_or_default()
+        )));
+    }
+    // Connect once up front so a bad URL or a dead store gives its own exit
+    // code and one message, instead of twenty failed cases.
+    let locker = store.connect().await?;
+    let factory = UrlFactory::new(store.as_str()).map_err(|error| store.failure(error))?;
+    output::line(&format!(
+        "checking {} ({} backend): {selected} case{}",
+        store.shown(),
+        locker.backend_name(),
+        if selected == 1 { "" } else { "s" }
+    ))?;
+    drop(locker);
+
+    let reports = {
+        let _quiet = QuietPanics::install();
+        run_all(Arc::new(factory), filter).await
+    };
+
+    let mut counts = [0usize; 3];
+    for report in &reports {
+        let (line, slot) = describe(report);
+        counts[slot] += 1;
+        output::line(&store.scrub(&line))?;
+    }
+    let [passed, failed, not_applicable] = counts;
+    output::line(&format!(
+        "check: {passed} passed, {failed} failed, {not_applicable} not applicable"
+    ))?;
+    Ok(if failed > 0 { FAILURE } else { SUCCESS })
+}
+
+/// The report line of one case, and its summary slot (passed, failed, n/a).
+fn describe(report: &CaseReport) -> (String, usize) {
+    match &report.status {
+        CaseStatus::Passed => (
+            format!(
+                "ok    {} ({:.2}s)",
+                report.name,
+                report.elapsed.as_secs_f64()
+            ),
+            0,
+        ),
+        CaseStatus::Failed(message) => (format!("FAIL  {}: {}", report.name, one_line(message)), 1),
+        CaseStatus::NotApplicable(needs) => {
+            (format!("n/a   {} (backend lacks {needs})", report.name), 2)
+        }
+    }
+}
+
+/// Silences panic messages while the suite runs: a failing case panics
+/// (that is how assertions fail), and its message already appears in the
+/// `FAIL` line, so the hook's own line would only clutter the report.
+struct QuietPanics;
+
+impl QuietPanics {
+    fn install() -> Self {
+        crate::QUIET_PANICS.store(true, Ordering::SeqCst);
+        Self
+    }
+}
+
+impl Drop for QuietPanics {
+    fn drop(&mut self) {
+        crate::QUIET_PANICS.store(false, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn report(status: CaseStatus) -> CaseReport {
+        CaseReport {
+            name: "mutual_exclusion",
+            status,
+            elapsed: Duration::from_millis(1234),
+        }
+    }
+
+    #[test]
+    fn case_lines_read_as_documented() {
+        assert_eq!(
+            describe(&report(CaseStatus::Passed)).0,
+            "ok    mutual_exclusion (1.23s)"
+        );
+        assert_eq!(
+            describe(&report(CaseStatus::Failed("left: 1\nright: 2".into()))).0,
+            "FAIL  mutual_exclusion: left: 1 | right: 2"
+        );
+        assert_eq!(
+            describe(&report(CaseStatus::NotApplicable("force_release"))).0,
+            "n/a   mutual_exclusion (backend lacks force_release)"
+        );
+    }
+}

@@ -1,0 +1,218 @@
+//! The command line, as clap sees it.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Run commands under a distributed lock, inspect locks, and check or
+/// benchmark a lock store.
+#[derive(Debug, Parser)]
+#[command(
+    name = "distlock",
+    version,
+    about,
+    after_help = "The store is --url, else $DISTLOCK_URL, else file:// locks in the \
+                  user's runtime (or temp) directory.\n\
+                  Log verbosity: DISTLOCK_LOG (tracing filter, default `warn`)."
+)]
+pub struct Cli {
+    /// Lock store URL: mem://, file:///dir, redis://, etcd://, zk://, ...
+    /// (options such as ?ttl=10s&namespace=app&wait=5s).
+    #[arg(long, global = true, value_name = "URL")]
+    pub url: Option<String>,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run CMD while holding the lock KEY.
+    Run(RunArgs),
+    /// Show who holds the lock KEY.
+    Status(StatusArgs),
+    /// Run the conformance suite against the store.
+    Check(CheckArgs),
+    /// Measure lock latency, handoff and throughput against the store.
+    Bench(BenchArgs),
+}
+
+/// `distlock run`.
+#[derive(Debug, Args)]
+#[command(
+    long_about = "Takes the lock KEY, runs CMD while holding it (renewing it in the \
+                  background), releases it when CMD exits, and exits with CMD's code.\n\n\
+                  CMD gets DISTLOCK_KEY, DISTLOCK_TOKEN (the fencing token), DISTLOCK_OWNER \
+                  and DISTLOCK_NAMESPACE in its environment and inherits stdin/stdout/stderr. \
+                  SIGINT, SIGTERM and SIGHUP sent to distlock are forwarded to CMD; distlock \
+                  then waits for CMD, releases the lock and exits with CMD's code.",
+    after_help = "Exit codes:\n  \
+                  CMD's own   CMD's exit code (128+N if CMD died of signal N)\n  \
+                  75          the lock was not acquired within --wait\n  \
+                  76          the lock was lost while CMD ran (--on-lost kill); also when the loss\n              \
+                  is only found at release: CMD's work may have overlapped another holder's\n  \
+                  69          the store is unreachable\n  \
+                  126, 127    CMD could not be started, was not found\n  \
+                  2           bad usage: arguments, key, URL\n  \
+                  1           other errors"
+)]
+pub struct RunArgs {
+    /// The lock to hold.
+    pub key: String,
+
+    /// How long to wait for the lock: a duration such as 500ms, 10s, 2m, or
+    /// `forever`; 0 makes a single attempt. Default: the URL's `wait`
+    /// option, else forever.
+    #[arg(long, value_name = "DUR", value_parser = parse_wait)]
+    pub wait: Option<Wait>,
+
+    /// What to do if the lock is lost while CMD runs: `kill` sends CMD
+    /// SIGTERM, then SIGKILL after --grace, and exits 76; `ignore` warns and
+    /// lets CMD finish, exiting with CMD's code.
+    #[arg(long, value_enum, value_name = "POLICY", default_value_t = OnLost::Kill)]
+    pub on_lost: OnLost,
+
+    /// How long CMD may take to stop after SIGTERM when the lock is lost,
+    /// before it gets SIGKILL.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_duration)]
+    pub grace: Duration,
+
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// How long `run` waits for the lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// At most this long; zero is one attempt.
+    For(Duration),
+    /// Until the lock is free.
+    Forever,
+}
+
+/// What `run` does when the lock is lost while CMD runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OnLost {
+    /// Stop CMD (SIGTERM, then SIGKILL after the grace period); exit 76.
+    Kill,
+    /// Warn and let CMD finish; exit with CMD's code.
+    Ignore,
+}
+
+/// `distlock status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The lock to look at.
+    pub key: String,
+
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `distlock check`.
+#[derive(Debug, Args)]
+#[command(after_help = "Exit code: 0 if no case failed, 1 otherwise.")]
+pub struct CheckArgs {
+    /// Run only the cases whose name contains this text.
+    #[arg(long, value_name = "SUBSTR")]
+    pub filter: Option<String>,
+}
+
+/// `distlock bench`.
+#[derive(Debug, Args)]
+#[command(
+    long_about = "Measures, in one run so that ratios hold on a noisy machine: uncontended \
+                  lock+release latency against the store's raw floor (the same round trips \
+                  without distlock), handoff latency from release() to the next waiter's \
+                  lock(), and throughput with --clients clients on --keys keys, with Jain's \
+                  fairness index over the clients. Locks live in a fresh namespace \
+                  `bench-<random>`."
+)]
+pub struct BenchArgs {
+    /// Concurrent clients in the throughput test.
+    #[arg(long, value_name = "N", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub clients: u32,
+
+    /// Keys the clients spread over (round-robin).
+    #[arg(long, value_name = "K", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub keys: u32,
+
+    /// Length of the throughput test; the latency and handoff tests take
+    /// up to a third of it each.
+    #[arg(long, value_name = "DUR", default_value = "5s", value_parser = parse_positive_duration)]
+    pub duration: Duration,
+
+    /// All clients share one locker (one connection) instead of each
+    /// opening its own.
+    #[arg(long)]
+    pub shared: bool,
+
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+const DURATION_EXAMPLES: &str = "examples: 500ms, 10s, 2m";
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text)
+        .map_err(|_| format!("`{text}` is not a duration ({DURATION_EXAMPLES})"))
+}
+
+fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        d if d.is_zero() => Err("must be greater than zero".to_owned()),
+        d => Ok(d),
+    }
+}
+
+fn parse_wait(text: &str) -> Result<Wait, String> {
+    if text == "forever" {
+        return Ok(Wait::Forever);
+    }
+    if text == "0" {
+        return Ok(Wait::For(Duration::ZERO));
+    }
+    humantime::parse_duration(text)
+        .map(Wait::For)
+        .map_err(|_| format!("`{text}` is not a duration ({DURATION_EXAMPLES}, 0, forever)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn wait_accepts_durations_zero_and_forever() {
+        assert_eq!(parse_wait("0"), Ok(Wait::For(Duration::ZERO)));
+        assert_eq!(parse_wait("2s"), Ok(Wait::For(Duration::from_secs(2))));
+        assert_eq!(parse_wait("forever"), Ok(Wait::Forever));
+        assert!(parse_wait("soon").is_err());
+    }
+
+    #[test]
+    fn run_requires_the_double_dash() {
+        let parsed = Cli::try_parse_from(["distlock", "run", "k", "echo", "hi"]);
+        assert!(parsed.is_err());
+        let parsed = Cli::try_parse_from(["distlock", "run", "k", "--", "echo", "--wait"]).unwrap();
+        let Command::Run(run) = parsed.command else {
+            panic!("not run")
+        };
+        assert_eq!(run.command, ["echo", "--wait"]);
+        assert_eq!(run.wait, None);
+        assert_eq!(run.on_lost, OnLost::Kill);
+    }
+}

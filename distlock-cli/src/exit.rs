@@ -1,0 +1,167 @@
+//! Exit codes, and turning errors into them with a one-line message.
+//!
+//! | code | meaning |
+//! |---|---|
+//! | CMD's | `run`: CMD's own exit code; 128+N if CMD died of signal N |
+//! | 0 | success (`status` also when the lock is held) |
+//! | 1 | any other error; `check`: a case failed |
+//! | 2 | bad usage: arguments, key, URL, option |
+//! | 69 | the store is unreachable (`EX_UNAVAILABLE`) |
+//! | 75 | `run`: the lock was not acquired within `--wait` (`EX_TEMPFAIL`) |
+//! | 76 | `run`: the lock was lost while CMD ran |
+//! | 126 | `run`: CMD exists but could not be started |
+//! | 127 | `run`: CMD was not found |
+//! | 128+N | distlock itself was interrupted by signal N while waiting for the lock |
+
+use std::error::Error;
+use std::fmt;
+
+use distlock::LockError;
+
+/// Success.
+pub const SUCCESS: i32 = 0;
+/// Any error without a more specific code.
+pub const FAILURE: i32 = 1;
+/// Bad usage: arguments, key, URL or option (also clap's code).
+pub const USAGE: i32 = 2;
+/// The store could not be reached (`EX_UNAVAILABLE` of sysexits.h).
+pub const UNAVAILABLE: i32 = 69;
+/// The lock was not acquired within `--wait` (`EX_TEMPFAIL`).
+pub const TEMPFAIL: i32 = 75;
+/// The lock was lost while CMD ran.
+pub const LOST: i32 = 76;
+/// CMD was found but could not be started (as in POSIX shells).
+pub const CANNOT_EXECUTE: i32 = 126;
+/// CMD was not found (as in POSIX shells).
+pub const NOT_FOUND: i32 = 127;
+/// Added to a signal number for "died of that signal" (as in POSIX shells).
+pub const SIGNAL_BASE: i32 = 128;
+
+/// A command that ends with an error: the exit code and what to tell the
+/// user (one line, without the `distlock: ` prefix; empty for nothing).
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) code: i32,
+    pub(crate) message: String,
+}
+
+impl Failure {
+    pub(crate) fn new(code: i32, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
+        Self::new(USAGE, message)
+    }
+
+    pub(crate) fn other(message: impl Into<String>) -> Self {
+        Self::new(FAILURE, message)
+    }
+
+    /// Ends with `code` and prints nothing (stdout went away, say).
+    pub(crate) fn silent(code: i32) -> Self {
+        Self::new(code, "")
+    }
+}
+
+impl From<LockError> for Failure {
+    fn from(error: LockError) -> Self {
+        Self::new(code_for(&error), describe(&error))
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// The exit code for a lock error.
+pub(crate) fn code_for(error: &LockError) -> i32 {
+    match error {
+        LockError::InvalidKey { .. } | LockError::InvalidConfig { .. } => USAGE,
+        LockError::Timeout { .. } => TEMPFAIL,
+        LockError::Lost { .. } => LOST,
+        LockError::Unavailable { .. } => UNAVAILABLE,
+        _ => FAILURE,
+    }
+}
+
+/// An error and its sources on one line (`outer: inner: innermost`),
+/// skipping a source whose text the outer message already contains. The
+/// sources matter here: "store unavailable" alone does not say which file
+/// or host failed.
+pub(crate) fn describe(error: &(dyn Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = cause.source();
+    }
+    one_line(&text)
+}
+
+/// `text` with line breaks (multi-line assertion messages, server replies)
+/// folded, so every message stays one line on a terminal and in logs.
+pub(crate) fn one_line(text: &str) -> String {
+    text.split(['\n', '\r'])
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn lock_errors_map_to_their_exit_codes() {
+        let cases = [
+            (LockError::invalid_key("key is empty"), USAGE),
+            (LockError::invalid_config("bad"), USAGE),
+            (
+                LockError::Timeout {
+                    key: "k".into(),
+                    waited: Duration::from_secs(1),
+                },
+                TEMPFAIL,
+            ),
+            (LockError::lost("k", distlock::LossReason::TakenAway), LOST),
+            (
+                LockError::unavailable("down", std::io::Error::other("refused")),
+                UNAVAILABLE,
+            ),
+            (
+                LockError::backend("odd", std::io::Error::other("reply")),
+                FAILURE,
+            ),
+        ];
+        for (error, code) in cases {
+            assert_eq!(code_for(&error), code, "{error}");
+        }
+    }
+
+    #[test]
+    fn description_includes_sources_once_and_on_one_line() {
+        let error = LockError::unavailable(
+            "cannot reach 10.0.0.1:6379",
+            std::io::Error::other("connection refused"),
+        );
+        assert_eq!(
+            describe(&error),
+            "store unavailable: cannot reach 10.0.0.1:6379: connection refused"
+        );
+        let repeated = LockError::backend("open failed: denied", std::io::Error::other("denied"));
+        assert_eq!(describe(&repeated), "backend error: open failed: denied");
+        assert_eq!(one_line("a\nb\r\n\nc"), "a | b | c");
+    }
+}

@@ -1,0 +1,135 @@
+//! The `distlock` command: run a command under a distributed lock, see who
+//! holds a lock, and check or benchmark a lock store.
+//!
+//! ```text
+//! distlock [--url URL] run KEY [--wait DUR] [--on-lost kill|ignore] [--grace DUR] -- CMD [ARGS...]
+//! distlock [--url URL] status KEY [--json]
+//! distlock [--url URL] check [--filter SUBSTR]
+//! distlock [--url URL] bench [--clients N] [--keys K] [--duration DUR] [--shared] [--json]
+//! ```
+//!
+//! The store is `--url`, else `$DISTLOCK_URL`, else `file://` locks in
+//! [`lock_file::default_dir`](distlock::lock_file::default_dir). Every
+//! message on stderr is one line starting with `distlock: `, never shows
+//! the URL's password, and never a panic. Exit codes are listed in
+//! [`exit`].
+//!
+//! This library is the command's implementation; `main` only parses the
+//! arguments and calls [`execute`].
+
+mod bench;
+mod check;
+pub mod cli;
+pub mod exit;
+mod output;
+mod run;
+mod signals;
+mod status;
+mod url;
+
+use std::panic;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use cli::{Cli, Command};
+use exit::Failure;
+use url::StoreUrl;
+
+/// While set, panics print nothing (`check` reports them itself).
+static QUIET_PANICS: AtomicBool = AtomicBool::new(false);
+
+/// Runs the parsed command line; returns the process exit code. Errors
+/// are reported on stderr here.
+pub async fn execute(cli: Cli) -> i32 {
+    let store = match StoreUrl::resolve(cli.url) {
+        Ok(store) => store,
+        Err(failure) => return report(None, failure),
+    };
+    let result = match cli.command {
+        Command::Run(args) => run::run(&store, args).await,
+        Command::Status(args) => status::status(&store, args).await,
+        Command::Check(args) => check::check(&store, args).await,
+        Command::Bench(args) => bench::bench(&store, args).await,
+    };
+    result.unwrap_or_else(|failure| report(Some(&store), failure))
+}
+
+fn report(store: Option<&StoreUrl>, failure: Failure) -> i32 {
+    if !failure.message.is_empty() {
+        let message = match store {
+            Some(store) => store.scrub(&failure.message),
+            None => failure.message,
+        };
+        output::say(&message);
+    }
+    failure.code
+}
+
+/// Reports a command line clap rejected, as one line: clap's reason, its
+/// tip if it has one, and the usage. Help and version requests are printed
+/// as clap prints them. Returns the exit code (2, or 0 for help/version).
+pub fn report_usage_error(error: clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = error.print();
+        return error.exit_code();
+    }
+    let rendered = error.render().to_string();
+    let mut parts = Vec::new();
+    for line in rendered.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(reason) = line.strip_prefix("error: ") {
+            parts.push(reason.to_owned());
+        } else if line.starts_with("tip:") {
+            parts.push(line.to_owned());
+        } else if let Some(usage) = line.strip_prefix("Usage: ") {
+            // `run KEY echo hi` is the classic slip: say what is missing.
+            if error.kind() == ErrorKind::UnknownArgument && usage.contains(" -- <CMD>") {
+                parts.push("the command must come after `--`".to_owned());
+            }
+            parts.push(format!("usage: {usage}"));
+        }
+    }
+    output::say(&parts.join("; "));
+    exit::USAGE
+}
+
+/// Sends `tracing` output to stderr, filtered by `DISTLOCK_LOG` (default
+/// `warn`), and makes panics print one `distlock: internal error` line
+/// instead of a backtrace hint.
+///
+/// The default filter also mutes lock-core's own "lock lost" warning:
+/// `run` reports a loss itself, in its one-line format, and saying it twice
+/// would only confuse. `DISTLOCK_LOG=warn` brings it back.
+pub fn init_diagnostics() {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("DISTLOCK_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("warn,lock_core::loss=error"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .without_time()
+        .with_target(false)
+        .try_init();
+    panic::set_hook(Box::new(|info| {
+        if QUIET_PANICS.load(Ordering::SeqCst) {
+            return;
+        }
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".to_owned());
+        let place = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        output::say(&format!("internal error: {message}{place}"));
+    }));
+}

@@ -1,0 +1,19 @@
+//! The `distlock` command; see the `distlock_cli` library for what it does.
+
+use clap::Parser;
+
+fn main() {
+    let cli = match distlock_cli::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => std::process::exit(distlock_cli::report_usage_error(error)),
+    };
+    distlock_cli::init_diagnostics();
+    let code = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime.block_on(distlock_cli::execute(cli)),
+        Err(error) => {
+            eprintln!("distlock: cannot start the async runtime: {error}");
+            distlock_cli::exit::FAILURE
+        }
+    };
+    std::process::exit(code);
+}

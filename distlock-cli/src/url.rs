@@ -1,0 +1,185 @@
+//! Which store to talk to: `--url`, else `DISTLOCK_URL`, else local file
+//! locks; and keeping the URL's password out of everything printed.
+
+use std::path::Path;
+
+use distlock::{LockError, Locker};
+
+use crate::exit::Failure;
+
+/// The store URL of this invocation.
+#[derive(Clone)]
+pub(crate) struct StoreUrl {
+    text: String,
+    shown: String,
+    password: Option<String>,
+}
+
+impl StoreUrl {
+    /// `--url` if given, else `$DISTLOCK_URL` if set and not blank, else
+    /// `file://` locks in [`lock_file::default_dir`](distlock::lock_file::default_dir).
+    pub(crate) fn resolve(flag: Option<String>) -> Result<Self, Failure> {
+        let env = std::env::var(distlock::URL_ENV).ok();
+        Self::resolve_from(flag, env, || file_url(&distlock::lock_file::default_dir()))
+    }
+
+    fn resolve_from(
+        flag: Option<String>,
+        env: Option<String>,
+        default: impl FnOnce() -> Result<String, Failure>,
+    ) -> Result<Self, Failure> {
+        let chosen = match (flag, env) {
+            (Some(flag), _) => flag,
+            (None, Some(env)) if !env.trim().is_empty() => env.trim().to_owned(),
+            (None, _) => default()?,
+        };
+        Ok(Self::new(chosen))
+    }
+
+    /// Wraps a URL given by the user (it may not even parse).
+    pub(crate) fn new(text: String) -> Self {
+        let (shown, password) = match ::url::Url::parse(&text) {
+            Ok(url) => (distlock::redacted(&url), url.password().map(str::to_owned)),
+            Err(_) => mask_unparsed(&text),
+        };
+        Self {
+            text,
+            shown,
+            password,
+        }
+    }
+
+    /// The URL as given, password included: only for connecting.
+    pub(crate) fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The URL with any password replaced by `***`, for output.
+    pub(crate) fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// `message` with the URL's password (as written, and percent-decoded)
+    /// replaced by `***`. A last line of defence: lock-core errors are
+    /// already free of credentials, but the sources they carry come from
+    /// client libraries.
+    pub(crate) fn scrub(&self, message: &str) -> String {
+        let Some(password) = self.password.as_deref().filter(|p| !p.is_empty()) else {
+            return message.to_owned();
+        };
+        let mut clean = message.replace(password, "***");
+        let decoded = percent_decode(password);
+        if !decoded.is_empty() && decoded != password {
+            clean = clean.replace(&decoded, "***");
+        }
+        clean
+    }
+
+    /// Opens a locker on this store.
+    pub(crate) async fn connect(&self) -> Result<Locker, Failure> {
+        distlock::connect(&self.text)
+            .await
+            .map_err(|error| self.failure(error))
+    }
+
+    /// A lock error as a failure, its message scrubbed of the password.
+    pub(crate) fn failure(&self, error: LockError) -> Failure {
+        let mut failure = Failure::from(error);
+        failure.message = self.scrub(&failure.message);
+        failure
+    }
+}
+
+/// `file://` URL of a local directory.
+fn file_url(dir: &Path) -> Result<String, Failure> {
+    ::url::Url::from_file_path(dir)
+        .map(|url| url.to_string())
+        .map_err(|()| {
+            Failure::usage(format!(
+                "the default lock directory {} is not an absolute path; pass --url",
+                dir.display()
+            ))
+        })
+}
+
+/// The shown form and password of a URL that does not parse: whatever sits
+/// between `://` and the last `@` may be credentials.
+fn mask_unparsed(text: &str) -> (String, Option<String>) {
+    match (text.find("://"), text.rfind('@')) {
+        (Some(start), Some(at)) if at > start + 3 => {
+            let userinfo = &text[start + 3..at];
+            let password = userinfo.split_once(':').map(|(_, p)| p.to_owned());
+            (
+                format!("{}://***@{}", &text[..start], &text[at + 1..]),
+                password.or_else(|| Some(userinfo.to_owned())),
+            )
+        }
+        _ => (text.to_owned(), None),
+    }
+}
+
+fn percent_decode(text: &str) -> String {
+    ::url::form_urlencoded::parse(format!("x={}", text.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, value)| value.into_owned())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn default_url() -> Result<String, Failure> {
+        Ok("file:///default".to_owned())
+    }
+
+    #[test]
+    fn flag_wins_over_environment_and_default() {
+        let url =
+            StoreUrl::resolve_from(Some("mem://a".into()), Some("mem://b".into()), default_url);
+        assert_eq!(url.unwrap().as_str(), "mem://a");
+    }
+
+    #[test]
+    fn environment_wins_over_default_unless_blank() {
+        let url = StoreUrl::resolve_from(None, Some(" mem://b ".into()), default_url);
+        assert_eq!(url.unwrap().as_str(), "mem://b");
+        let url = StoreUrl::resolve_from(None, Some("  ".into()), default_url);
+        assert_eq!(url.unwrap().as_str(), "file:///default");
+        let url = StoreUrl::resolve_from(None, None, default_url);
+        assert_eq!(url.unwrap().as_str(), "file:///default");
+    }
+
+    #[test]
+    fn default_directory_becomes_a_file_url() {
+        assert_eq!(
+            file_url(Path::new("/run/user/1000/distlock")).unwrap(),
+            "file:///run/user/1000/distlock"
+        );
+        assert_eq!(
+            file_url(Path::new("/tmp/a b")).unwrap(),
+            "file:///tmp/a%20b"
+        );
+        assert!(file_url(Path::new("relative")).is_err());
+    }
+
+    #[test]
+    fn passwords_never_show() {
+        let url = StoreUrl::new("redis://u:s%40cret@127.0.0.1:1".into());
+        assert!(!url.shown().contains("cret"), "{}", url.shown());
+        assert_eq!(
+            url.scrub("auth s@cret failed for s%40cret"),
+            "auth *** failed for ***"
+        );
+
+        let unparsed = StoreUrl::new("redis://u:secret@host:99999999".into());
+        assert_eq!(unparsed.shown(), "redis://***@host:99999999");
+        assert_eq!(
+            unparsed.scrub("bad port in u:secret@host"),
+            "bad port in u:***@host"
+        );
+
+        let plain = StoreUrl::new("mem://x".into());
+        assert_eq!(plain.scrub("nothing to hide"), "nothing to hide");
+    }
+}

@@ -1,0 +1,178 @@
+//! `status`, `check` and `bench` against a file store.
+
+mod common;
+
+use common::{output, signal, stderr, stdout, wait, wait_for, Store};
+
+#[test]
+fn status_reports_free_then_held_by_the_running_holder() {
+    let store = Store::new();
+    let free = output(store.distlock(&["status", "jobs/nightly"]));
+    assert!(free.status.success(), "{}", stderr(&free));
+    assert_eq!(stdout(&free).trim(), "jobs/nightly: free");
+
+    let ready = store.scratch("ready");
+    let script = format!("touch {}; exec sleep 5", ready.display());
+    let mut holder = store.hold("jobs/nightly", &script, &ready);
+    let mut json = serde_json::Value::Null;
+    wait_for(
+        || {
+            let out = output(store.distlock(&["status", "jobs/nightly", "--json"]));
+            assert!(out.status.success(), "{}", stderr(&out));
+            json = serde_json::from_str(&stdout(&out)).expect("status --json is JSON");
+            json["held"] == true
+        },
+        "status to report the lock held",
+    );
+    assert_eq!(json["key"], "jobs/nightly");
+    assert_eq!(json["namespace"], "default");
+    assert!(json["token"].as_u64().is_some(), "{json}");
+    assert!(json.get("ttl_left_ms").is_some(), "{json}");
+    let owner = json["owner"].as_str().expect("owner");
+    let parts: Vec<&str> = owner.split('/').collect();
+    assert_eq!(parts.len(), 3, "owner is hostname/pid/uuid: {owner}");
+    assert_eq!(
+        parts[1],
+        holder.id().to_string(),
+        "owner names the holder's pid"
+    );
+
+    let text = output(store.distlock(&["status", "jobs/nightly"]));
+    assert!(text.status.success());
+    let line = stdout(&text);
+    let expected = format!("jobs/nightly: held by {owner}, token {}", json["token"]);
+    assert!(line.starts_with(&expected), "{line}");
+
+    signal(holder.id(), libc::SIGTERM);
+    wait(&mut holder);
+    let after = output(store.distlock(&["status", "jobs/nightly"]));
+    assert_eq!(stdout(&after).trim(), "jobs/nightly: free");
+}
+
+#[test]
+fn check_passes_on_the_file_backend() {
+    let store = Store::new();
+    let out = output(store.distlock(&["check"]));
+    let text = stdout(&out);
+    assert!(
+        out.status.success(),
+        "check failed:\n{text}\n{}",
+        stderr(&out)
+    );
+    let summary = text.lines().last().expect("a summary line");
+    assert!(summary.starts_with("check: "), "{summary}");
+    assert!(summary.contains(" passed, 0 failed, "), "{summary}");
+    assert!(summary.ends_with(" not applicable"), "{summary}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("ok    mutual_exclusion (")),
+        "{text}"
+    );
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}
+
+#[test]
+fn bench_prints_latency_handoff_throughput_and_fairness() {
+    let store = Store::new();
+    let out = output(store.distlock(&["bench", "--duration", "1s", "--clients", "4"]));
+    let text = stdout(&out);
+    assert!(
+        out.status.success(),
+        "bench failed:\n{text}\n{}",
+        stderr(&out)
+    );
+    for header in [
+        "backend    file",
+        "clients    4",
+        "keys       1",
+        "duration   1s",
+        "floor      ",
+    ] {
+        assert!(text.contains(header), "{header:?} missing:\n{text}");
+    }
+    let row = |label: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(label))
+            .unwrap_or_else(|| panic!("no {label:?} row:\n{text}"))
+            .to_owned()
+    };
+    let latency_header = row("latency");
+    assert!(
+        latency_header.contains("p50") && latency_header.contains("p99"),
+        "{text}"
+    );
+    assert!(
+        row("lock+release").contains("µs") || row("lock+release").contains("ms"),
+        "{text}"
+    );
+    row("handoff");
+    let throughput_header = row("throughput");
+    assert!(
+        throughput_header.contains("ops/s") && throughput_header.contains("fairness"),
+        "{text}"
+    );
+    row("ours/floor");
+}
+
+#[test]
+fn bench_json_has_every_number() {
+    let store = Store::new();
+    let out = output(store.distlock(&[
+        "bench",
+        "--duration",
+        "500ms",
+        "--clients",
+        "2",
+        "--keys",
+        "3",
+        "--json",
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&out)).expect("bench --json is JSON");
+    assert_eq!(json["backend"], "file");
+    assert_eq!(json["clients"], 2);
+    assert_eq!(json["keys"], 3);
+    assert_eq!(json["duration_ms"], 500);
+    assert!(json["namespace"].as_str().unwrap().starts_with("bench-"));
+    for section in ["uncontended", "handoff"] {
+        for field in ["n", "p50_us", "p99_us", "mean_us"] {
+            assert!(
+                json[section][field].is_number(),
+                "{section}.{field}: {json}"
+            );
+        }
+    }
+    for field in ["ops", "ops_per_sec", "fairness"] {
+        assert!(
+            json["throughput"][field].is_number(),
+            "throughput.{field}: {json}"
+        );
+    }
+    assert_eq!(
+        json["throughput"]["per_client"].as_array().unwrap().len(),
+        2
+    );
+    let floor = &json["floor"];
+    assert!(floor["p50_ratio"].is_number(), "{json}");
+    assert!(floor["throughput"]["ops_per_sec"].is_number(), "{json}");
+}
+
+#[test]
+fn bench_on_memory_says_the_floor_is_not_available() {
+    let out = output({
+        let mut command = common::distlock();
+        command.args([
+            "--url",
+            "mem://",
+            "bench",
+            "--duration",
+            "300ms",
+            "--clients",
+            "2",
+        ]);
+        command
+    });
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("floor      n/a"), "{}", stdout(&out));
+}
