@@ -13,14 +13,16 @@ use std::sync::{Arc, OnceLock};
 pub struct OwnerId(Arc<str>);
 
 impl OwnerId {
-    /// A new id for this process: `hostname/pid/uuid`.
+    /// A new id for this process: `hostname/pid/<128 random bits in hex>`.
+    ///
+    /// The random part comes from a per-thread generator seeded once from
+    /// the OS, not from a syscall per id: ids only need to be unique, and
+    /// this path runs on every acquisition.
     pub fn generate() -> Self {
-        let id = uuid::Uuid::new_v4();
         Self(Arc::from(format!(
-            "{}/{}/{}",
-            hostname(),
-            std::process::id(),
-            id.simple()
+            "{}/{:032x}",
+            host_and_pid(),
+            fastrand::u128(..)
         )))
     }
 
@@ -33,6 +35,13 @@ impl OwnerId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// `hostname/pid`, computed once per process. (A tokio application cannot
+/// fork without exec and keep using its runtime, so the pid is stable.)
+fn host_and_pid() -> &'static str {
+    static CACHED: OnceLock<String> = OnceLock::new();
+    CACHED.get_or_init(|| format!("{}/{}", hostname(), std::process::id()))
 }
 
 /// This machine's host name, read once; `unknown-host` if it cannot be read.

@@ -76,7 +76,7 @@ pub(crate) fn lock_and_stamp(path: &Path, owner: &str, fsync: bool) -> io::Resul
         if !locked.still_stands(path)? {
             continue;
         }
-        let previous = read_record(&locked.file)?;
+        let (previous, previous_len) = read_record(&locked.file)?;
         let token = previous
             .as_ref()
             .map_or(0, |record| record.token)
@@ -87,7 +87,7 @@ pub(crate) fn lock_and_stamp(path: &Path, owner: &str, fsync: bool) -> io::Resul
                     "token counter is at its maximum",
                 )
             })?;
-        write_record(&locked.file, token, owner)?;
+        write_record(&locked.file, token, owner, previous_len)?;
         if fsync {
             locked.file.sync_data()?;
             if previous.is_none() {
@@ -130,7 +130,7 @@ pub(crate) fn holder(path: &Path) -> io::Result<Holder> {
         flock(&file, libc::LOCK_UN)?;
         return Ok(Holder::Free);
     }
-    read_record(&file).map(Holder::Held)
+    read_record(&file).map(|(record, _)| Holder::Held(record))
 }
 
 /// The raw floor of one uncontended lock+release: open, lock, unlock, close.
@@ -192,18 +192,25 @@ fn flock(file: &File, operation: libc::c_int) -> io::Result<bool> {
 }
 
 /// Reads the record; `None` for an empty (never stamped) file.
-fn read_record(file: &File) -> io::Result<Option<Record>> {
+fn read_record(file: &File) -> io::Result<(Option<Record>, usize)> {
     let mut buf = vec![0u8; MAX_RECORD_LEN];
     let mut len = 0;
     while len < buf.len() {
         match file.read_at(&mut buf[len..], len as u64) {
             Ok(0) => break,
-            Ok(n) => len += n,
+            Ok(n) => {
+                len += n;
+                // A short read of a regular file means end of file: saves
+                // the extra read that would only return 0.
+                if len < buf.len() {
+                    break;
+                }
+            }
             Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
             Err(error) => return Err(error),
         }
     }
-    parse_record(&buf[..len])
+    Ok((parse_record(&buf[..len])?, len))
 }
 
 /// `token\nowner\n`. Anything after the owner line is ignored (a crash
@@ -232,12 +239,17 @@ fn parse_record(bytes: &[u8]) -> io::Result<Option<Record>> {
     Ok(Some(Record { token, owner }))
 }
 
-/// Writes `token\nowner\n` with one positioned write, then cuts the rest.
-fn write_record(file: &File, token: u64, owner: &str) -> io::Result<()> {
+/// Writes `token\nowner\n` with one positioned write, padded with
+/// newlines to cover the `previous_len` bytes of the last record (the
+/// parser ignores what follows the owner line). Padding instead of
+/// truncating saves a journaled `ftruncate` on every acquisition.
+fn write_record(file: &File, token: u64, owner: &str, previous_len: usize) -> io::Result<()> {
     let owner = owner.replace(['\n', '\r'], " ");
-    let record = format!("{token}\n{owner}\n");
-    file.write_all_at(record.as_bytes(), 0)?;
-    file.set_len(record.len() as u64)
+    let mut record = format!("{token}\n{owner}\n").into_bytes();
+    if record.len() < previous_len {
+        record.resize(previous_len, b'\n');
+    }
+    file.write_all_at(&record, 0)
 }
 
 /// Whether `error` means the path (or a directory on it) does not exist.
@@ -298,6 +310,24 @@ mod tests {
             assert_eq!(holder(&path).unwrap(), Holder::Free);
         }
         assert_eq!(fs::read_to_string(&path).unwrap(), "3\nme/1/x\n");
+    }
+
+    #[test]
+    fn a_shorter_record_is_padded_and_still_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.lock");
+        let file = open_creating(&path).unwrap();
+        write_record(&file, 9, "a-much-longer-owner/1/x", 0).unwrap();
+        let (_, len) = read_record(&file).unwrap();
+        write_record(&file, 10, "me/1/y", len).unwrap();
+        let (record, _) = read_record(&file).unwrap();
+        assert_eq!(
+            record,
+            Some(Record {
+                token: 10,
+                owner: Some("me/1/y".into())
+            })
+        );
     }
 
     #[test]
