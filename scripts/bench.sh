@@ -18,7 +18,7 @@ CLIENTS=${CLIENTS:-16}
 extra=("$@")
 
 cargo build -q --release -p distlock-cli
-bin=target/release/distlock
+bin="${CARGO_TARGET_DIR:-target}/release/distlock"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
