@@ -49,6 +49,12 @@ if [[ "$(uname -m)" == "aarch64" && -z "${ETCD_UNSUPPORTED_ARCH:-}" ]]; then
     export ETCD_UNSUPPORTED_ARCH=arm64
 fi
 
+protobuf_includes_present() {
+    [[ -f /usr/include/google/protobuf/descriptor.proto ]] && return 0
+    [[ -n "${PROTOC_INCLUDE:-}" && -f "$PROTOC_INCLUDE/google/protobuf/descriptor.proto" ]] && return 0
+    [[ -f /usr/local/include/google/protobuf/descriptor.proto ]]
+}
+
 zookeeper_present() {
     [[ -f "$ZK_DEBIAN_JAR" && -f "$ZK_DEBIAN_SCRIPT" ]] && return 0
     [[ -n "${ZOOKEEPER_HOME:-}" ]] && compgen -G "$ZOOKEEPER_HOME/lib/zookeeper-*.jar" >/dev/null && return 0
@@ -63,6 +69,12 @@ zookeeper_present() {
 missing=()
 if ! have protoc && ! [[ -n "${PROTOC:-}" && -x "${PROTOC}" ]]; then
     missing+=("protobuf-compiler|protoc (build-time, for the etcd client)|")
+fi
+# protoc alone cannot build the etcd client: it imports the well-known types
+# (google/protobuf/descriptor.proto), which Debian ships in libprotobuf-dev, a
+# mere Recommends of protobuf-compiler that --no-install-recommends skips.
+if ! protobuf_includes_present; then
+    missing+=("libprotobuf-dev|protobuf well-known types (google/protobuf/*.proto)|")
 fi
 if ! have redis-server; then
     missing+=("redis-server|redis-server|DISTLOCK_TEST_REDIS_URL")
@@ -144,6 +156,7 @@ if ((${#missing[@]} > 0)) || ((want_etcdctl)); then
         # Re-check: anything still missing is an error.
         still=()
         have protoc || [[ -n "${PROTOC:-}" && -x "${PROTOC}" ]] || still+=(protoc)
+        protobuf_includes_present || still+=(libprotobuf-dev)
         have redis-server || still+=(redis-server)
         have redis-cli || still+=(redis-cli)
         have etcd || still+=(etcd)

@@ -5,4 +5,7 @@
 //! network faults through a TCP proxy, and checks fencing tokens. See
 //! `DESIGN.md` §7 and §8.
 
+pub mod etcd;
 pub mod harness;
+pub mod redis;
+pub mod zookeeper;

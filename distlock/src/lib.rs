@@ -12,6 +12,12 @@ pub use scheme::{Scheme, KNOWN_SCHEMES};
 
 #[cfg(feature = "file")]
 pub use lock_file;
+#[cfg(feature = "redis")]
+pub use lock_redis;
+#[cfg(feature = "etcd")]
+pub use lock_etcd;
+#[cfg(feature = "zookeeper")]
+pub use lock_zookeeper;
 
 /// The environment variable [`from_env`] reads.
 pub const URL_ENV: &str = "DISTLOCK_URL";
@@ -61,6 +67,24 @@ async fn open_backend(
             options.finish()?;
             Ok(Arc::new(lock_file::FileBackend::open(config)?))
         }
+        #[cfg(feature = "redis")]
+        Scheme::Redis | Scheme::RedisCluster | Scheme::Redlock => {
+            let config = lock_redis::RedisConfig::from_url(url, &mut options, common)?;
+            options.finish()?;
+            lock_redis::open(config).await
+        }
+        #[cfg(feature = "etcd")]
+        Scheme::Etcd => {
+            let config = lock_etcd::EtcdConfig::from_url(url, &mut options, common)?;
+            options.finish()?;
+            lock_etcd::open(config).await
+        }
+        #[cfg(feature = "zookeeper")]
+        Scheme::ZooKeeper => {
+            let config = lock_zookeeper::ZkConfig::from_url(url, &mut options, common)?;
+            options.finish()?;
+            lock_zookeeper::open(config)
+        }
         #[allow(unreachable_patterns)]
         other => Err(other.not_compiled()),
     }
@@ -93,14 +117,60 @@ mod tests {
                     Err("`file` feature")
                 },
             ),
-            ("redis://127.0.0.1:6379".into(), Err("`redis` feature")),
-            ("rediss://127.0.0.1:6379".into(), Err("`redis` feature")),
-            ("redis+cluster://a:1,b:2".into(), Err("`redis` feature")),
-            ("redlock://a:1,b:2,c:3".into(), Err("`redis` feature")),
-            ("etcd://127.0.0.1:2379".into(), Err("`etcd` feature")),
-            ("etcds://127.0.0.1:2379".into(), Err("`etcd` feature")),
-            ("zk://127.0.0.1:2181/app".into(), Err("`zookeeper` feature")),
-            ("zks://127.0.0.1:2181".into(), Err("`zookeeper` feature")),
+            // With the feature on, each Redis URL fails in the Redis parser
+            // (no server needed), which proves the dispatch reached it.
+            (
+                "redis://127.0.0.1:6379?colour=red".into(),
+                if cfg!(feature = "redis") {
+                    Err("unknown option `colour` for redis://")
+                } else {
+                    Err("`redis` feature")
+                },
+            ),
+            (
+                "rediss://127.0.0.1:6379?tls_ca_file=/nonexistent/ca.pem".into(),
+                if cfg!(feature = "redis") {
+                    Err("cannot read /nonexistent/ca.pem")
+                } else {
+                    Err("`redis` feature")
+                },
+            ),
+            (
+                "redis+cluster://a:1,b:2/3".into(),
+                if cfg!(feature = "redis") {
+                    Err("only database 0")
+                } else {
+                    Err("`redis` feature")
+                },
+            ),
+            (
+                "redlock://a:1,b:2,c:3?tls_ca_file=/x".into(),
+                if cfg!(feature = "redis") {
+                    Err("needs a TLS scheme")
+                } else {
+                    Err("`redis` feature")
+                },
+            ),
+            // With the feature on, each etcd URL fails in the etcd parser
+            // (no server needed), which proves the dispatch reached it.
+            (
+                "etcd://127.0.0.1:2379?colour=red".into(),
+                if cfg!(feature = "etcd") { Err("unknown option `colour` for etcd://") } else { Err("`etcd` feature") },
+            ),
+            (
+                "etcds://127.0.0.1:2379?ca_file=/nonexistent/ca.pem".into(),
+                if cfg!(feature = "etcd") { Err("cannot read /nonexistent/ca.pem") } else { Err("`etcd` feature") },
+            ),
+            // With the feature on, each ZooKeeper URL fails in the ZooKeeper
+            // parser (no server needed): the dispatch reached it.
+            (
+                "zk://127.0.0.1:2181/app?colour=red".into(),
+                if cfg!(feature = "zookeeper") { Err("unknown option `colour` for zk://") } else { Err("`zookeeper` feature") },
+            ),
+            (
+                "zks://127.0.0.1:2181?tls_cert_file=/c.pem".into(),
+                if cfg!(feature = "zookeeper") { Err("`tls_cert_file` and `tls_key_file` go together") } else { Err("`zookeeper` feature") },
+            ),
             (
                 "consul://x".into(),
                 Err("unknown lock URL scheme `consul://`"),

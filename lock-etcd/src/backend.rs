@@ -1,0 +1,188 @@
+//! [`EtcdBackend`]: the `Backend` implementation.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use etcd_client::{Client, Compare, CompareOp, GetOptions, SortOrder, SortTarget, Txn, TxnOp};
+use lock_core::{
+    AcquireRequest, Acquired, Backend, Capabilities, FencingToken, FloorProbe, LockError, LockInfo,
+    LockName, WaitMode,
+};
+
+use crate::client::{connect, with_retries};
+use crate::config::EtcdConfig;
+use crate::floor::EtcdFloorProbe;
+use crate::keys;
+use crate::queue::{self, run_txn};
+use crate::session::Sessions;
+use crate::watch::WatchHub;
+
+/// Locks in an etcd v3 cluster. See the crate docs for the algorithm and
+/// its guarantees.
+///
+/// Cheap to share (`Arc` inside is not needed: lock-core wraps it). One
+/// backend owns one client (a connection per endpoint), one watch stream
+/// and one session lease per ttl in use.
+pub struct EtcdBackend {
+    shared: Arc<Shared>,
+}
+
+/// What the backend, its held locks and its background tasks share.
+pub(crate) struct Shared {
+    pub(crate) client: Client,
+    pub(crate) config: EtcdConfig,
+    pub(crate) sessions: Sessions,
+    pub(crate) hub: WatchHub,
+}
+
+impl Shared {
+    /// Until when a request made now may be retried while the cluster is
+    /// unavailable: the caller's deadline, and at most `response_timeout`
+    /// (a store that is down ends a wait with `Unavailable`, it does not
+    /// turn it into a longer wait).
+    pub(crate) fn retry_deadline(&self, wait: WaitMode) -> Instant {
+        let budget = Instant::now() + self.config.response_timeout;
+        match wait.deadline() {
+            Some(deadline) => deadline.min(budget),
+            None => budget,
+        }
+    }
+}
+
+impl EtcdBackend {
+    /// Connects to the cluster `config` describes. Without credentials no
+    /// request is made yet (an unreachable cluster shows on first use as
+    /// [`LockError::Unavailable`]); with credentials, authentication
+    /// happens here and wrong ones fail with [`LockError::InvalidConfig`].
+    pub async fn connect(config: EtcdConfig) -> Result<Self, LockError> {
+        let client = connect(&config).await?;
+        let shared = Shared {
+            sessions: Sessions::new(client.clone(), config.response_timeout),
+            hub: WatchHub::new(client.watch_client()),
+            client,
+            config,
+        };
+        Ok(Self {
+            shared: Arc::new(shared),
+        })
+    }
+
+    /// The configuration this backend was opened with.
+    pub fn config(&self) -> &EtcdConfig {
+        &self.shared.config
+    }
+
+    /// The entry at the head of `name`'s queue: key, owner, token, lease.
+    async fn holder(&self, name: &LockName) -> Result<Option<Head>, LockError> {
+        let oldest = GetOptions::new()
+            .with_prefix()
+            .with_sort(SortTarget::Create, SortOrder::Ascend)
+            .with_limit(1);
+        let prefix = keys::queue_prefix(name);
+        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        let response = with_retries(deadline, "cannot read the lock queue", || {
+            let mut kv = self.shared.client.kv_client();
+            let (prefix, oldest) = (prefix.clone(), oldest.clone());
+            async move { kv.get(prefix, Some(oldest)).await }
+        })
+        .await?;
+        Ok(response.kvs().first().map(|kv| Head {
+            key: kv.key().to_vec(),
+            owner: String::from_utf8_lossy(kv.value()).into_owned(),
+            token: kv.create_revision(),
+            lease: kv.lease(),
+        }))
+    }
+}
+
+/// The holder's entry, as read by `inspect` and `force_release`.
+struct Head {
+    key: Vec<u8>,
+    owner: String,
+    token: i64,
+    lease: i64,
+}
+
+#[async_trait]
+impl Backend for EtcdBackend {
+    fn name(&self) -> &'static str {
+        "etcd"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let mut capabilities = Capabilities::default();
+        capabilities.expiry = true;
+        // Locks live as long as the session lease, not each on its own:
+        // `per_lock_expiry` stays false.
+        capabilities.force_release = true;
+        capabilities.notified_wakeups = true;
+        capabilities.fifo = true;
+        capabilities.remote = true;
+        capabilities
+    }
+
+    async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
+        queue::acquire(&self.shared, request).await
+    }
+
+    /// The oldest entry of the queue, with the time left on its lease.
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        let Some(head) = self.holder(name).await? else {
+            return Ok(None);
+        };
+        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        let ttl_left = with_retries(deadline, "cannot read the holder's lease", || {
+            let mut leases = self.shared.client.lease_client();
+            async move { leases.time_to_live(head.lease, None).await }
+        })
+        .await
+        .ok()
+        .map(|lease| Duration::from_secs(u64::try_from(lease.ttl()).unwrap_or(0)));
+        let token = FencingToken::new(u64::try_from(head.token).unwrap_or(0));
+        Ok(Some(LockInfo::new(head.owner, token, ttl_left)))
+    }
+
+    /// Deletes the holder's entry (only it: the waiters keep their places,
+    /// and the next one is woken by the deletion). The holder's guard
+    /// reports [`lock_core::LossReason::TakenAway`].
+    async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
+        let Some(head) = self.holder(name).await? else {
+            return Ok(false);
+        };
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                head.key.clone(),
+                CompareOp::Equal,
+                head.token,
+            )])
+            .and_then([TxnOp::delete(head.key, None)]);
+        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        let response =
+            run_txn(&self.shared.client, deadline, "cannot remove the lock", txn).await?;
+        Ok(response.succeeded())
+    }
+
+    async fn floor_probe(&self) -> Result<Option<Box<dyn FloorProbe>>, LockError> {
+        let probe = EtcdFloorProbe::connect(&self.shared.config).await?;
+        Ok(Some(Box::new(probe)))
+    }
+}
+
+impl fmt::Debug for EtcdBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdBackend")
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("config", &self.config)
+            .field("sessions", &self.sessions)
+            .finish_non_exhaustive()
+    }
+}

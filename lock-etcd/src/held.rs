@@ -1,0 +1,300 @@
+//! A held lock: our queue entry at the head of the queue.
+//!
+//! The session keeps the entry's lease alive ([`Renewal::Managed`]), so
+//! there is nothing to renew per lock. What the session cannot see is the
+//! entry being deleted from outside (an operator, `force_release`,
+//! `etcdctl del`): the holder watches its own entry on the backend's watch
+//! hub and reports [`LossReason::TakenAway`] when it goes.
+//!
+//! [`Renewal::Managed`]: lock_core::Renewal::Managed
+
+use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
+use lock_core::{
+    spawn_detached, AcquireRequest, HeldLock, LockError, LossReason, LossReporter, WaitMode,
+};
+
+use crate::backend::Shared;
+use crate::client::with_retries;
+use crate::queue::ranges;
+use crate::session::Lease;
+use crate::watch::{Fired, WatchGuard};
+
+/// How long a holder's watch on its own entry waits before it is created
+/// on the server. Most locks are held for less: they then cost no watch
+/// traffic at all, which keeps an uncontended lock+release at two
+/// requests. A removal in the meantime is still reported (the watch
+/// replays history from the acquisition), at most this much + 100 ms late.
+const OWN_WATCH_DELAY: Duration = Duration::from_millis(100);
+
+/// The holder's side of a lock: releases it and notices its removal.
+pub(crate) struct HeldEntry {
+    shared: Arc<Shared>,
+    key: Vec<u8>,
+    /// The entry's create revision: the fencing token.
+    token: i64,
+    lease: Arc<Lease>,
+    /// The lock key, for errors.
+    name: String,
+    /// The watch on our own entry; taken out before we delete it ourselves.
+    watch: Arc<Mutex<Option<WatchGuard>>>,
+}
+
+impl HeldEntry {
+    /// Starts holding `entry` (key, create revision), decided by a read at
+    /// revision `decided_at`: any deletion after it is reported.
+    pub(crate) fn start(
+        shared: &Arc<Shared>,
+        (key, token): (Vec<u8>, i64),
+        lease: Arc<Lease>,
+        request: &AcquireRequest,
+        decided_at: i64,
+    ) -> Self {
+        let watch = Arc::new(Mutex::new(None));
+        let own = OwnEntry {
+            shared: Arc::downgrade(shared),
+            key: key.clone(),
+            token,
+            lease: Arc::clone(&lease),
+            reporter: request.loss.clone(),
+            slot: Arc::downgrade(&watch),
+        };
+        own.watch_from(decided_at + 1, OWN_WATCH_DELAY);
+        Self {
+            shared: Arc::clone(shared),
+            key,
+            token,
+            lease,
+            name: request.name.key().to_string(),
+            watch,
+        }
+    }
+
+    fn lost(&self) -> LockError {
+        LockError::lost(self.name.clone(), loss_reason(&self.lease))
+    }
+
+    fn stop_watching(&self) {
+        let guard = self.watch.lock().unwrap_or_else(|p| p.into_inner()).take();
+        drop(guard);
+    }
+}
+
+/// Why our entry is gone: with its session, or removed by someone.
+fn loss_reason(lease: &Lease) -> LossReason {
+    if lease.is_lost() {
+        LossReason::SessionExpired
+    } else {
+        LossReason::TakenAway
+    }
+}
+
+#[async_trait]
+impl HeldLock for HeldEntry {
+    /// Checks that the session lives and our entry is still there (called
+    /// by `LockGuard::extend`; the session renews by itself).
+    async fn renew(&self, _ttl: Duration) -> Result<(), LockError> {
+        if self.lease.is_lost() {
+            return Err(self.lost());
+        }
+        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        let response = with_retries(deadline, "cannot check the lock", || {
+            let mut kv = self.shared.client.kv_client();
+            let key = self.key.clone();
+            async move { kv.get(key, Some(GetOptions::new().with_keys_only())).await }
+        })
+        .await?;
+        match response.kvs().first() {
+            Some(kv) if kv.create_revision() == self.token => Ok(()),
+            _ => Err(self.lost()),
+        }
+    }
+
+    /// Deletes our entry if it is still the one we created; wakes the next
+    /// waiter (it watches this entry).
+    ///
+    /// If the cluster stays unavailable past `response_timeout`, this
+    /// returns [`LockError::Unavailable`] and keeps trying in the
+    /// background until the delete goes through or the session ends: the
+    /// session would otherwise keep the entry, and the lock, alive for as
+    /// long as this process runs.
+    async fn release(&self) -> Result<(), LockError> {
+        // Our own delete must not be reported as a loss.
+        self.stop_watching();
+        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        match self.compare_and_delete(deadline).await {
+            Err(error) if error.is_retriable() => {
+                let (shared, key, token) = (Arc::clone(&self.shared), self.key.clone(), self.token);
+                let lease = Arc::clone(&self.lease);
+                spawn_detached(None, release_in_background(shared, key, token, lease));
+                Err(error)
+            }
+            Ok(Released::Yes) => Ok(()),
+            Ok(Released::NotOurs) => Err(self.lost()),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+enum Released {
+    Yes,
+    NotOurs,
+}
+
+impl HeldEntry {
+    async fn compare_and_delete(&self, deadline: Instant) -> Result<Released, LockError> {
+        compare_and_delete(&self.shared, &self.key, self.token, &self.lease, deadline).await
+    }
+}
+
+/// Deletes `key` if its create revision is still `token`.
+async fn compare_and_delete(
+    shared: &Shared,
+    key: &[u8],
+    token: i64,
+    lease: &Lease,
+    deadline: Instant,
+) -> Result<Released, LockError> {
+    let txn = Txn::new()
+        .when([Compare::create_revision(
+            key.to_vec(),
+            CompareOp::Equal,
+            token,
+        )])
+        .and_then([TxnOp::delete(key.to_vec(), None)])
+        .or_else([TxnOp::get(
+            key.to_vec(),
+            Some(GetOptions::new().with_keys_only()),
+        )]);
+    let attempts = AtomicU32::new(0);
+    let response = with_retries(deadline, "cannot release the lock", || {
+        attempts.fetch_add(1, Ordering::Relaxed);
+        let mut kv = shared.client.kv_client();
+        let txn = txn.clone();
+        async move { kv.txn(txn).await }
+    })
+    .await?;
+    if response.succeeded() {
+        return Ok(Released::Yes);
+    }
+    // After a try whose answer was lost, that try may have deleted the
+    // entry: absent now, with the session alive, counts as released.
+    let retried = attempts.load(Ordering::Relaxed) > 1;
+    let absent = ranges(&response).first().is_none_or(Vec::is_empty);
+    if retried && absent && !lease.is_lost() {
+        return Ok(Released::Yes);
+    }
+    Ok(Released::NotOurs)
+}
+
+/// Keeps trying to delete an entry whose release failed, until it is
+/// gone or its session ended (which removes it too).
+async fn release_in_background(shared: Arc<Shared>, key: Vec<u8>, token: i64, lease: Arc<Lease>) {
+    let mut pause = Duration::from_millis(100);
+    while !lease.is_lost() {
+        tokio::time::sleep(pause).await;
+        let deadline = shared.retry_deadline(WaitMode::Try);
+        match compare_and_delete(&shared, &key, token, &lease, deadline).await {
+            Err(error) if error.is_retriable() => pause = (pause * 2).min(Duration::from_secs(2)),
+            Err(error) => {
+                tracing::warn!(%error, "distlock: giving up releasing an etcd lock; it ends with its session");
+                return;
+            }
+            Ok(_) => return,
+        }
+    }
+}
+
+impl fmt::Debug for HeldEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HeldEntry")
+            .field("key", &String::from_utf8_lossy(&self.key))
+            .field("token", &self.token)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+/// What the watch on our own entry needs; `Weak` where it must not keep
+/// the backend or the holder alive.
+#[derive(Clone)]
+struct OwnEntry {
+    shared: Weak<Shared>,
+    key: Vec<u8>,
+    token: i64,
+    lease: Arc<Lease>,
+    reporter: LossReporter,
+    slot: Weak<Mutex<Option<WatchGuard>>>,
+}
+
+impl OwnEntry {
+    /// Watches our entry for deletion from `revision` on (created on the
+    /// server after `delay`), keeping the watch in the holder's slot.
+    fn watch_from(self, revision: i64, delay: Duration) {
+        let (Some(shared), Some(slot)) = (self.shared.upgrade(), self.slot.upgrade()) else {
+            return;
+        };
+        let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+        let key = self.key.clone();
+        let this = self.clone();
+        let listener = Box::new(move |fired| this.fired(fired));
+        *slot = Some(
+            shared
+                .hub
+                .watch_deletion_from(key, revision, delay, listener),
+        );
+    }
+
+    fn fired(&self, fired: Fired) {
+        match fired {
+            Fired::Created { .. } => {}
+            Fired::Deleted { .. } => {
+                self.reporter.report(loss_reason(&self.lease));
+            }
+            // The history since our watch started is gone: look at the
+            // entry itself, then watch again from there.
+            Fired::Compacted => {
+                tokio::spawn(self.clone().recheck());
+            }
+            Fired::Refused(reason) => tracing::warn!(
+                %reason,
+                "distlock: etcd refused to watch a held lock; only session loss will be noticed"
+            ),
+        }
+    }
+
+    async fn recheck(self) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        let deadline = shared.retry_deadline(WaitMode::Forever);
+        let key = self.key.clone();
+        let read = with_retries(deadline, "cannot check the lock", || {
+            let mut kv = shared.client.kv_client();
+            let key = key.clone();
+            async move { kv.get(key, Some(GetOptions::new().with_keys_only())).await }
+        })
+        .await;
+        drop(shared);
+        match read {
+            Ok(response) => {
+                let ours = response
+                    .kvs()
+                    .first()
+                    .is_some_and(|kv| kv.create_revision() == self.token);
+                if ours {
+                    let revision = response.header().map_or(0, |h| h.revision());
+                    self.watch_from(revision + 1, Duration::ZERO);
+                } else {
+                    self.reporter.report(loss_reason(&self.lease));
+                }
+            }
+            Err(error) => tracing::warn!(%error, "distlock: cannot re-check a held etcd lock"),
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! Where locks live in etcd's key space.
+//!
+//! A lock's queue is every key under `distlock/<namespace>/<key>/`, where
+//! `<key>` is the lock key with `%`, `/` and non-ASCII bytes
+//! percent-encoded, so that it is exactly one path segment: the queue of
+//! `a` (`…/a/`) never contains the entries of `a/b` (`…/a%2Fb/…`), and no
+//! two keys share an encoding.
+//! Each acquisition adds one entry `<lease-hex>-<uuid>`: unique, so the
+//! same locker can queue twice for one key without taking it twice.
+
+use lock_core::LockName;
+use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
+
+/// The first segment of every key this backend writes.
+pub const ROOT: &str = "distlock";
+
+/// Bytes escaped in a lock key: `%` (the escape itself), `/` (the segment
+/// separator), and — by `utf8_percent_encode` itself — controls and every
+/// non-ASCII byte, which keeps `etcdctl` output plain ASCII.
+const SEGMENT: &AsciiSet = &CONTROLS.add(b'%').add(b'/');
+
+/// The prefix under which the queue of `name` lives, ending in `/`.
+pub fn queue_prefix(name: &LockName) -> Vec<u8> {
+    let key = utf8_percent_encode(name.key().as_str(), SEGMENT);
+    format!("{ROOT}/{}/{key}/", name.namespace()).into_bytes()
+}
+
+/// A fresh queue entry under `prefix` for a session with lease `lease`.
+pub(crate) fn queue_entry(prefix: &[u8], lease: i64) -> Vec<u8> {
+    let unique = uuid::Uuid::new_v4().simple();
+    let mut key = prefix.to_vec();
+    key.extend_from_slice(format!("{lease:016x}-{unique}").as_bytes());
+    key
+}
+
+/// Where the benchmark floor probe writes for `name`: outside every queue.
+pub(crate) fn floor_key(name: &LockName) -> Vec<u8> {
+    let key = utf8_percent_encode(name.key().as_str(), SEGMENT);
+    format!("{ROOT}-floor/{}/{key}", name.namespace()).into_bytes()
+}
+
+/// The end of the key range of everything starting with `prefix` (etcd's
+/// "prefix" range end: the prefix with its last byte incremented).
+#[cfg(test)]
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lock_core::{LockKey, Namespace};
+
+    fn name(key: &str) -> LockName {
+        LockName::new(Namespace::new("ns").unwrap(), LockKey::new(key).unwrap())
+    }
+
+    fn prefix(key: &str) -> String {
+        String::from_utf8(queue_prefix(&name(key))).unwrap()
+    }
+
+    #[test]
+    fn keys_are_one_segment() {
+        assert_eq!(prefix("a"), "distlock/ns/a/");
+        assert_eq!(prefix("a/b"), "distlock/ns/a%2Fb/");
+        assert_eq!(prefix("a%2Fb"), "distlock/ns/a%252Fb/");
+        assert_eq!(prefix("ü ü"), "distlock/ns/%C3%BC %C3%BC/");
+    }
+
+    #[test]
+    fn no_queue_range_contains_another_queue() {
+        let keys = [
+            "a", "a/b", "a/b/c", "ab", "a%2Fb", "a b", "a.", ".", "..", "a/../b",
+        ];
+        for outer in keys {
+            let start = queue_prefix(&name(outer));
+            let end = prefix_end(&start);
+            for inner in keys.iter().filter(|k| **k != outer) {
+                let entry = queue_entry(&queue_prefix(&name(inner)), 7);
+                let inside = entry >= start && entry < end;
+                assert!(!inside, "queue of {outer:?} contains an entry of {inner:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn entries_are_unique_and_name_the_lease() {
+        let prefix = queue_prefix(&name("k"));
+        let a = queue_entry(&prefix, 0xabc);
+        let b = queue_entry(&prefix, 0xabc);
+        assert_ne!(a, b);
+        let a = String::from_utf8(a).unwrap();
+        assert!(a.starts_with("distlock/ns/k/0000000000000abc-"), "{a}");
+    }
+
+    #[test]
+    fn the_floor_probe_stays_outside_every_queue() {
+        let floor = floor_key(&name("k"));
+        assert!(!floor.starts_with(format!("{ROOT}/").as_bytes()));
+    }
+}

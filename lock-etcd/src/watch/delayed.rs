@@ -1,0 +1,88 @@
+//! Watches queued for the server but not yet due.
+
+use std::collections::{HashMap, VecDeque};
+
+use tokio::time::Instant;
+
+use super::Watch;
+
+/// Delayed watches in the order they become due (callers use one delay,
+/// so arrival order is due order). Dropped watches leave a stale id in
+/// `due`, skipped when it comes up.
+#[derive(Default)]
+pub(super) struct Delayed {
+    due: VecDeque<(Instant, i64)>,
+    watches: HashMap<i64, Watch>,
+}
+
+impl Delayed {
+    /// Queues a watch due at `at`. True if the queue was empty, i.e. the
+    /// hub's task has no timer set and must be woken.
+    pub(super) fn push(&mut self, at: Instant, id: i64, watch: Watch) -> bool {
+        let first = self.due.is_empty();
+        self.due.push_back((at, id));
+        self.watches.insert(id, watch);
+        first
+    }
+
+    /// Forgets a watch that was never sent; false if it is not here (sent
+    /// already, or fired).
+    pub(super) fn remove(&mut self, id: i64) -> bool {
+        self.watches.remove(&id).is_some()
+    }
+
+    /// When the next entry is due (possibly a stale one).
+    pub(super) fn next_due(&self) -> Option<Instant> {
+        self.due.front().map(|(at, _)| *at)
+    }
+
+    /// Takes the watches due by `now` that are still wanted.
+    pub(super) fn take_due(&mut self, now: Instant) -> Vec<(i64, Watch)> {
+        let mut ready = Vec::new();
+        while let Some(&(at, id)) = self.due.front() {
+            if at > now {
+                break;
+            }
+            self.due.pop_front();
+            if let Some(watch) = self.watches.remove(&id) {
+                ready.push((id, watch));
+            }
+        }
+        ready
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn watch() -> Watch {
+        Watch {
+            key: b"k".to_vec(),
+            next_revision: 1,
+            listener: Box::new(|_| {}),
+        }
+    }
+
+    #[test]
+    fn due_watches_come_out_in_order_and_dropped_ones_never() {
+        let now = Instant::now();
+        let mut delayed = Delayed::default();
+        assert!(delayed.push(now, 1, watch()));
+        assert!(!delayed.push(now + Duration::from_millis(1), 2, watch()));
+        assert!(!delayed.push(now + Duration::from_secs(9), 3, watch()));
+        assert!(delayed.remove(2));
+        assert!(!delayed.remove(2));
+        let ready: Vec<i64> = delayed
+            .take_due(now + Duration::from_secs(1))
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(ready, [1]);
+        assert_eq!(delayed.next_due(), Some(now + Duration::from_secs(9)));
+        assert!(delayed.remove(3));
+        assert!(delayed.take_due(now + Duration::from_secs(10)).is_empty());
+        assert_eq!(delayed.next_due(), None);
+    }
+}

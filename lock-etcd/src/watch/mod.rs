@@ -1,0 +1,214 @@
+//! [`WatchHub`]: every deletion watch of a backend on one etcd watch stream.
+//!
+//! Waiters watch their predecessor's queue entry and holders their own;
+//! each is a watch on one key, multiplexed on a single gRPC stream with
+//! watch ids chosen here (etcd ≥ 3.4 accepts client-chosen ids), so holding
+//! ten thousand locks costs ten thousand idle server-side watchers, not
+//! ten thousand streams.
+//!
+//! `etcd-client` does not resume a watch stream that broke (member down,
+//! leader lost, network cut). The hub's task ([`task`]) reconnects with
+//! backoff and re-creates every watch from the revision after the last
+//! event it saw, so no deletion is missed; if that history was compacted
+//! meanwhile the listener hears [`Fired::Compacted`] and must re-read.
+
+mod delayed;
+mod task;
+
+use std::fmt;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use etcd_client::{WatchClient, WatchOptions};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use delayed::Delayed;
+
+/// What a watch reports to its listener: `Created` (again after each
+/// reconnect), then at most one of the others, which end the watch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Fired {
+    /// etcd created the watch; every change after `revision` will be
+    /// reported.
+    Created {
+        /// The store's revision when the watch was created.
+        revision: i64,
+    },
+    /// The key was deleted.
+    Deleted {
+        /// The revision of the deletion.
+        revision: i64,
+    },
+    /// The history from the watch's start revision is compacted: whatever
+    /// happened to the key is unknown; read it again.
+    Compacted,
+    /// etcd refused the watch (for example: permission denied).
+    Refused(String),
+}
+
+/// Called from the hub's task with what the watch reports; must not block.
+pub(crate) type Listener = Box<dyn FnMut(Fired) + Send + Sync>;
+
+/// What the hub's task is asked to do.
+enum Command {
+    /// Create this watch on the server now.
+    Add { id: i64, watch: Watch },
+    /// Cancel this watch.
+    Remove { id: i64 },
+    /// A delayed watch was queued while none was: set a timer.
+    Wake,
+}
+
+/// One deletion watch, as the hub's task keeps it.
+struct Watch {
+    key: Vec<u8>,
+    /// The revision to (re)start from: after the last event seen.
+    next_revision: i64,
+    listener: Listener,
+}
+
+impl Watch {
+    fn options(&self, id: i64) -> WatchOptions {
+        WatchOptions::new()
+            .with_start_revision(self.next_revision)
+            .with_watch_id(id)
+    }
+}
+
+/// Deletion watches over one shared, self-healing watch stream.
+#[derive(Clone)]
+pub(crate) struct WatchHub {
+    client: WatchClient,
+    next_id: Arc<AtomicI64>,
+    /// Watches not yet due for the server, shared with the task so that
+    /// queuing and dropping one wakes nobody.
+    delayed: Arc<Mutex<Delayed>>,
+    /// The running task's command queue; replaced when the task is gone
+    /// (its runtime shut down).
+    commands: Arc<Mutex<Option<mpsc::UnboundedSender<Command>>>>,
+}
+
+/// Keeps a watch alive; dropping it removes the watch.
+pub(crate) struct WatchGuard {
+    id: i64,
+    hub: WatchHub,
+}
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        // Never sent to the server: forgetting it is enough.
+        if self.hub.delayed().remove(self.id) {
+            return;
+        }
+        self.hub.send(Command::Remove { id: self.id });
+    }
+}
+
+impl fmt::Debug for WatchGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WatchGuard").field("id", &self.id).finish()
+    }
+}
+
+impl WatchHub {
+    /// A hub using `client`; its task starts with the first watch.
+    pub(crate) fn new(client: WatchClient) -> Self {
+        Self {
+            client,
+            next_id: Arc::new(AtomicI64::new(1)),
+            delayed: Arc::new(Mutex::new(Delayed::default())),
+            commands: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Tells `listener` when `key` is deleted from now on (see [`Fired`]).
+    ///
+    /// Returns at once: the watch is created in the background. It starts
+    /// at the revision current when etcd creates it, which puts it in
+    /// etcd's "synced" group, hearing of writes as they commit. (A watch
+    /// starting at an older revision — say, that of the read that decided
+    /// to wait, + 1, if other writes came in between — lands in the
+    /// "unsynced" group, which the server scans only every 100 ms.) The
+    /// caller learns the start from [`Fired::Created`] and must check the
+    /// key as of that revision.
+    pub(crate) fn watch_deletion(&self, key: Vec<u8>, listener: Listener) -> WatchGuard {
+        let (id, watch) = self.new_watch(key, 0, listener);
+        self.send(Command::Add { id, watch });
+        self.guard(id)
+    }
+
+    /// Tells `listener` when `key` is deleted at `from_revision` or later,
+    /// with the watch created on the server only after `delay`, and not at
+    /// all if the guard is dropped before: a lock held for less than that
+    /// costs no watch traffic and no wake-up of the hub's task. No deletion
+    /// is missed meanwhile (the watch replays history from
+    /// `from_revision`); it is only heard up to `delay` + 100 ms later.
+    pub(crate) fn watch_deletion_from(
+        &self,
+        key: Vec<u8>,
+        from_revision: i64,
+        delay: Duration,
+        listener: Listener,
+    ) -> WatchGuard {
+        let (id, watch) = self.new_watch(key, from_revision, listener);
+        let first = self.delayed().push(Instant::now() + delay, id, watch);
+        if first {
+            self.send(Command::Wake);
+        }
+        self.guard(id)
+    }
+
+    fn new_watch(&self, key: Vec<u8>, from_revision: i64, listener: Listener) -> (i64, Watch) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let watch = Watch {
+            key,
+            next_revision: from_revision,
+            listener,
+        };
+        (id, watch)
+    }
+
+    fn guard(&self, id: i64) -> WatchGuard {
+        WatchGuard {
+            id,
+            hub: self.clone(),
+        }
+    }
+
+    fn delayed(&self) -> MutexGuard<'_, Delayed> {
+        self.delayed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `command` for the task, starting a task if there is none.
+    /// Outside a runtime nothing can run: the command is dropped (a watch
+    /// added then never fires; its waiter has no runtime to wait on).
+    fn send(&self, command: Command) {
+        let mut commands = self.commands.lock().unwrap_or_else(|p| p.into_inner());
+        let command = match commands.as_ref() {
+            Some(tx) => match tx.send(command) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(command)) => command,
+            },
+            None => command,
+        };
+        if matches!(command, Command::Remove { .. }) {
+            return; // the task that knew the watch is gone anyway
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(command);
+        let delayed = Arc::clone(&self.delayed);
+        runtime.spawn(task::run(self.client.clone(), rx, delayed));
+        *commands = Some(tx);
+    }
+}
+
+impl fmt::Debug for WatchHub {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WatchHub").finish_non_exhaustive()
+    }
+}

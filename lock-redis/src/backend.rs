@@ -1,0 +1,330 @@
+//! [`RedisBackend`]: locks on one Redis instance or a Redis Cluster.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use lock_core::{
+    acquire_with_retries, AcquireRequest, Acquired, Attempt, Backend, Backoff, Capabilities,
+    CleanupOnDrop, FloorProbe, HeldLock, LockError, LockInfo, LockName, LossReason, Renewal,
+    TryAcquire, WakeSubscription,
+};
+
+use crate::config::{RedisConfig, Topology};
+use crate::conn::{self, Conn, Timeouts};
+use crate::floor::ConnFloorProbe;
+use crate::keys::LockKeys;
+use crate::pubsub::{Listener, Listening};
+use crate::renewal::{ConnTarget, RenewItem, RenewalStats, Renewer};
+use crate::scripts::{parse_inspect, parse_lock_value, scripts, AcquireReply};
+
+/// How soon a waiter retries when the release channel cannot be
+/// subscribed (pub/sub connection down) and the holder's lease is longer.
+const POLL_WITHOUT_NOTIFICATIONS: Duration = Duration::from_millis(100);
+
+/// Locks on one Redis instance (`redis://`) or a Redis Cluster
+/// (`redis+cluster://`). See the crate docs for the guarantees.
+#[derive(Clone)]
+pub struct RedisBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conn: Conn,
+    timeouts: Timeouts,
+    listener: Listener,
+    renewer: Renewer,
+    config: RedisConfig,
+}
+
+impl RedisBackend {
+    /// Connects to the instance or cluster `config` names and checks that
+    /// it answers. Fails with [`LockError::Unavailable`] if it does not,
+    /// [`LockError::InvalidConfig`] for a [`Topology::Redlock`] config or
+    /// bad credentials.
+    pub async fn connect(config: RedisConfig) -> Result<Self, LockError> {
+        let timeouts = Timeouts::new(&config);
+        let conn = match config.topology {
+            Topology::Single => Conn::Single(conn::lazy_manager(&config, &config.nodes[0])?),
+            Topology::Cluster => Conn::Cluster(conn::cluster(&config).await?),
+            Topology::Redlock => {
+                return Err(LockError::invalid_config(
+                    "a redlock:// configuration needs RedlockBackend, not RedisBackend",
+                ))
+            }
+        };
+        let what = format!("connect to Redis at {}", config.nodes[0]);
+        let _: String = conn.query(timeouts, &what, &redis::cmd("PING")).await?;
+        conn.preload_scripts(timeouts).await;
+        // Classic PUBLISH reaches every node of a cluster, so one
+        // subscription connection (to the first seed) hears all releases.
+        let listener = Listener::new(&config, &config.nodes[..1])?;
+        let renewer = Renewer::start(ConnTarget {
+            conn: conn.clone(),
+            timeouts,
+        });
+        Ok(Self {
+            inner: Arc::new(Inner {
+                conn,
+                timeouts,
+                listener,
+                renewer,
+                config,
+            }),
+        })
+    }
+
+    /// The renewal traffic so far: renewals asked for and the round trips
+    /// that carried them (see [`renewal`](crate::renewal)).
+    pub fn renewal_stats(&self) -> RenewalStats {
+        self.inner.renewer.stats()
+    }
+
+    /// One run of the acquire script. A call that fails or is dropped
+    /// before its reply leaves an owner-checked delete behind, so a late
+    /// execution on the server cannot leave an orphan lock.
+    async fn attempt(
+        &self,
+        keys: &LockKeys,
+        request: &AcquireRequest,
+    ) -> Result<(AcquireReply, Instant), LockError> {
+        let owner = request.owner.as_str();
+        let requested_at = Instant::now();
+        let cleanup = CleanupOnDrop::new(cleanup(
+            Arc::clone(&self.inner),
+            keys.clone(),
+            owner.to_owned(),
+            request.ttl,
+        ));
+        let ttl_ms = request.ttl.as_millis() as u64;
+        let reply: (i64, i64) = self
+            .inner
+            .conn
+            .eval_idempotent(
+                self.inner.timeouts,
+                "acquire",
+                &scripts().acquire,
+                &[keys.lock.as_str(), keys.token.as_str()],
+                &[&owner, &ttl_ms],
+            )
+            .await?;
+        cleanup.disarm();
+        Ok((AcquireReply::parse(reply), requested_at))
+    }
+
+    fn acquired(
+        &self,
+        keys: LockKeys,
+        request: &AcquireRequest,
+        token: lock_core::FencingToken,
+        at: Instant,
+    ) -> Attempt {
+        Attempt::Acquired(Acquired {
+            token,
+            requested_at: at,
+            renewal: Renewal::Lease,
+            held: Box::new(RedisHeld {
+                inner: Arc::clone(&self.inner),
+                keys,
+                owner: request.owner.as_str().to_owned(),
+                key: request.name.key().as_str().to_owned(),
+            }),
+        })
+    }
+}
+
+/// Deletes the lock if `owner` holds it, retrying until the server
+/// answers or the lock would have expired anyway.
+async fn cleanup(inner: Arc<Inner>, keys: LockKeys, owner: String, ttl: Duration) {
+    let give_up = Instant::now() + ttl * 2 + Duration::from_secs(5);
+    let mut delay = Duration::from_millis(20);
+    loop {
+        let outcome: Result<i64, LockError> = inner
+            .conn
+            .eval(
+                inner.timeouts,
+                "clean up",
+                &scripts().release,
+                &[keys.lock.as_str()],
+                &[&owner, &keys.channel],
+            )
+            .await;
+        if outcome.is_ok() || Instant::now() + delay > give_up {
+            return;
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(1));
+    }
+}
+
+#[async_trait]
+impl Backend for RedisBackend {
+    fn name(&self) -> &'static str {
+        match self.inner.config.topology {
+            Topology::Cluster => "redis-cluster",
+            _ => "redis",
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let mut caps = Capabilities::default();
+        caps.expiry = true;
+        caps.per_lock_expiry = true;
+        caps.force_release = true;
+        caps.notified_wakeups = true;
+        caps.remote = true;
+        caps
+    }
+
+    async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
+        acquire_with_retries(self, request).await
+    }
+
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        let keys = LockKeys::new(name);
+        let reply: redis::Value = self
+            .inner
+            .conn
+            .eval_idempotent(
+                self.inner.timeouts,
+                "inspect",
+                &scripts().inspect,
+                &[keys.lock.as_str()],
+                &[],
+            )
+            .await?;
+        Ok(
+            parse_inspect(reply).map(|(value, ttl_left)| match parse_lock_value(&value) {
+                Some((token, owner)) => LockInfo::new(owner, token, ttl_left),
+                // Not written by distlock: show it as it is.
+                None => LockInfo::new(value, lock_core::FencingToken::new(0), ttl_left),
+            }),
+        )
+    }
+
+    async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
+        let keys = LockKeys::new(name);
+        let removed: i64 = self
+            .inner
+            .conn
+            .eval(
+                self.inner.timeouts,
+                "force release",
+                &scripts().force_release,
+                &[keys.lock.as_str()],
+                &[&keys.channel],
+            )
+            .await?;
+        Ok(removed == 1)
+    }
+
+    async fn floor_probe(&self) -> Result<Option<Box<dyn FloorProbe>>, LockError> {
+        let probe = ConnFloorProbe::open(&self.inner.config).await?;
+        Ok(Some(Box::new(probe)))
+    }
+}
+
+#[async_trait]
+impl TryAcquire for RedisBackend {
+    async fn watch_releases(&self, name: &LockName) -> Result<WakeSubscription, LockError> {
+        Ok(self.inner.listener.watch(&LockKeys::new(name).channel))
+    }
+
+    async fn try_acquire_once(&self, request: &AcquireRequest) -> Result<Attempt, LockError> {
+        let keys = LockKeys::new(&request.name);
+        let pttl = match self.attempt(&keys, request).await? {
+            (AcquireReply::Acquired(token), at) => {
+                return Ok(self.acquired(keys, request, token, at))
+            }
+            (AcquireReply::Held(pttl), _) => pttl,
+        };
+        if !request.wait.may_wait() {
+            return Ok(Attempt::Held { retry_after: pttl });
+        }
+        // The caller will wait: make sure a release is heard from now on.
+        match self.inner.listener.ensure_listening(&keys.channel).await {
+            Listening::Already => Ok(Attempt::Held { retry_after: pttl }),
+            Listening::Now => match self.attempt(&keys, request).await? {
+                (AcquireReply::Acquired(token), at) => Ok(self.acquired(keys, request, token, at)),
+                (AcquireReply::Held(pttl), _) => Ok(Attempt::Held { retry_after: pttl }),
+            },
+            Listening::Unavailable => Ok(Attempt::Held {
+                retry_after: Some(pttl.map_or(POLL_WITHOUT_NOTIFICATIONS, |p| {
+                    p.min(POLL_WITHOUT_NOTIFICATIONS)
+                })),
+            }),
+        }
+    }
+
+    fn poll_policy(&self) -> Backoff {
+        // A safety net only: releases are published and expiry is covered
+        // by the holder's PTTL.
+        Backoff::exponential(Duration::from_millis(100), Duration::from_secs(1))
+    }
+}
+
+impl fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("config", &self.inner.config)
+            .field("renewals", &self.inner.renewer.stats())
+            .finish()
+    }
+}
+
+/// One lock held on an instance or cluster.
+struct RedisHeld {
+    inner: Arc<Inner>,
+    keys: LockKeys,
+    owner: String,
+    /// The user's key, for errors.
+    key: String,
+}
+
+impl fmt::Debug for RedisHeld {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisHeld")
+            .field("lock", &self.keys.lock)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+#[async_trait]
+impl HeldLock for RedisHeld {
+    async fn renew(&self, ttl: Duration) -> Result<(), LockError> {
+        let item = RenewItem {
+            lock: self.keys.lock.clone(),
+            owner: self.owner.clone(),
+        };
+        match self.inner.renewer.renew(item, ttl).await? {
+            true => Ok(()),
+            false => Err(LockError::lost(
+                self.key.clone(),
+                LossReason::RenewalRefused,
+            )),
+        }
+    }
+
+    async fn release(&self) -> Result<(), LockError> {
+        let released: i64 = self
+            .inner
+            .conn
+            .eval(
+                self.inner.timeouts,
+                "release",
+                &scripts().release,
+                &[self.keys.lock.as_str()],
+                &[&self.owner, &self.keys.channel],
+            )
+            .await?;
+        match released {
+            1 => Ok(()),
+            _ => Err(LockError::lost(
+                self.key.clone(),
+                LossReason::RenewalRefused,
+            )),
+        }
+    }
+}

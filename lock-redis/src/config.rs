@@ -1,0 +1,324 @@
+//! Lock URL → [`RedisConfig`].
+//!
+//! ```text
+//! redis://[user:pass@]host[:port][/db][?options]        one instance
+//! rediss://…                                            the same over TLS
+//! redis+cluster://h1:p,h2:p[?options]                   Redis Cluster (seed nodes)
+//! redlock://h1:p,h2:p,h3:p[?options]                    Redlock over independent masters
+//! ```
+//!
+//! `rediss+cluster://` and `redlocks://` use TLS. Options besides the
+//! common ones (`ttl`, `namespace`, `wait`, `connect_timeout`):
+//! `response_timeout` (default 500 ms) and `tls_ca_file` (a PEM file of
+//! CA certificates to trust instead of the system's roots; TLS URLs only).
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use lock_core::{mask_credentials, CommonOptions, LockError, LockUrl, UrlOptions};
+
+/// The port used when a host names none.
+pub const DEFAULT_PORT: u16 = 6379;
+/// The response timeout used when the URL sets none.
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// How the Redis servers of a URL are used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topology {
+    /// One instance (`redis://`, `rediss://`).
+    Single,
+    /// Redis Cluster; the hosts are seed nodes (`redis+cluster://`).
+    Cluster,
+    /// Redlock: every host is an independent master (`redlock://`).
+    Redlock,
+}
+
+/// One `host:port` of a Redis URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeAddr {
+    /// Host name or IP address.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+impl fmt::Display for NodeAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// TLS settings of a `rediss://`-style URL.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// PEM file of CA certificates to trust; `None` trusts the system's
+    /// root certificates.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// A password, never shown by `Debug` or `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps `value`.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself, for the client library only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"***\"")
+    }
+}
+
+/// Everything needed to reach the Redis servers of a lock URL.
+///
+/// `Debug` shows no password.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedisConfig {
+    /// Single instance, cluster or Redlock.
+    pub topology: Topology,
+    /// The hosts, in URL order (one for [`Topology::Single`]).
+    pub nodes: Vec<NodeAddr>,
+    /// Database number (`/db`); always 0 for a cluster.
+    pub db: i64,
+    /// ACL user name.
+    pub username: Option<String>,
+    /// Password (ACL or `requirepass`).
+    pub password: Option<Secret>,
+    /// TLS settings; `None` for plain TCP.
+    pub tls: Option<TlsConfig>,
+    /// How long connecting to one server may take.
+    pub connect_timeout: Duration,
+    /// How long one command may wait for its reply. A command that timed
+    /// out may still run on the server later; see the crate docs.
+    pub response_timeout: Duration,
+}
+
+impl RedisConfig {
+    /// A plain-TCP configuration for `topology` over `nodes`, with default
+    /// timeouts, no credentials and database 0.
+    pub fn new(topology: Topology, nodes: Vec<NodeAddr>) -> Self {
+        Self {
+            topology,
+            nodes,
+            db: 0,
+            username: None,
+            password: None,
+            tls: None,
+            connect_timeout: lock_core::DEFAULT_CONNECT_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+        }
+    }
+
+    /// Reads a lock URL whose scheme is one of [`SCHEMES`](crate::SCHEMES),
+    /// taking this backend's options from `options` (the caller calls
+    /// [`UrlOptions::finish`] afterwards). Errors name the problem and never
+    /// contain the password.
+    pub fn from_url(
+        url: &LockUrl,
+        options: &mut UrlOptions,
+        common: &CommonOptions,
+    ) -> Result<Self, LockError> {
+        let shown = mask_credentials(url.url.as_str());
+        let bad = |why: String| LockError::invalid_config(format!("`{shown}`: {why}"));
+        let (topology, tls) = match url.scheme() {
+            "redis" => (Topology::Single, false),
+            "rediss" => (Topology::Single, true),
+            "redis+cluster" => (Topology::Cluster, false),
+            "rediss+cluster" => (Topology::Cluster, true),
+            "redlock" => (Topology::Redlock, false),
+            "redlocks" => (Topology::Redlock, true),
+            other => return Err(bad(format!("`{other}://` is not a Redis scheme"))),
+        };
+        let nodes: Vec<NodeAddr> = url
+            .hosts
+            .iter()
+            .map(|h| NodeAddr {
+                host: h.host.clone(),
+                port: h.port.unwrap_or(DEFAULT_PORT),
+            })
+            .collect();
+        match (topology, nodes.len()) {
+            (_, 0) => return Err(bad("no host given".into())),
+            (Topology::Single, n) if n > 1 => {
+                return Err(bad(format!(
+                    "{n} hosts given; use redis+cluster:// for a cluster or redlock:// for independent masters"
+                )))
+            }
+            _ => {}
+        }
+        let db = parse_db(url.url.path()).map_err(bad)?;
+        if db != 0 && topology == Topology::Cluster {
+            return Err(bad("Redis Cluster has only database 0".into()));
+        }
+        let username = Some(percent_decode(url.url.username())).filter(|u| !u.is_empty());
+        let password = url.url.password().map(|p| Secret::new(percent_decode(p)));
+        let response_timeout = options
+            .take_positive_duration("response_timeout")?
+            .unwrap_or(DEFAULT_RESPONSE_TIMEOUT);
+        let ca_file = options.take("tls_ca_file").map(PathBuf::from);
+        if ca_file.is_some() && !tls {
+            return Err(bad(
+                "option `tls_ca_file` needs a TLS scheme (rediss://, rediss+cluster://, redlocks://)".into(),
+            ));
+        }
+        Ok(Self {
+            topology,
+            nodes,
+            db,
+            username,
+            password,
+            tls: tls.then_some(TlsConfig { ca_file }),
+            connect_timeout: common.connect_timeout,
+            response_timeout,
+        })
+    }
+
+    /// How many masters must agree for a Redlock lock: a strict majority.
+    pub fn quorum(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+}
+
+fn parse_db(path: &str) -> Result<i64, String> {
+    match path.trim_start_matches('/') {
+        "" => Ok(0),
+        db => db
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| format!("path `/{db}` is not a database number")),
+    }
+}
+
+/// Decodes `%XX` escapes of URL user info; invalid escapes stay as they are.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(hi), Some(lo)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<RedisConfig, LockError> {
+        let url = LockUrl::parse(text)?;
+        let mut options = UrlOptions::parse(&url.url)?;
+        let common = options.take_common()?;
+        let config = RedisConfig::from_url(&url, &mut options, &common)?;
+        options.finish()?;
+        Ok(config)
+    }
+
+    fn error(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn single_instance_defaults() {
+        let c = parse("redis://127.0.0.1").unwrap();
+        assert_eq!(c.topology, Topology::Single);
+        assert_eq!(
+            c.nodes,
+            [NodeAddr {
+                host: "127.0.0.1".into(),
+                port: 6379
+            }]
+        );
+        assert_eq!(
+            (c.db, c.username.clone(), c.password.clone(), c.tls.clone()),
+            (0, None, None, None)
+        );
+        assert_eq!(c.response_timeout, DEFAULT_RESPONSE_TIMEOUT);
+        assert_eq!(c.connect_timeout, lock_core::DEFAULT_CONNECT_TIMEOUT);
+    }
+
+    #[test]
+    fn credentials_db_and_timeouts_are_read() {
+        let c = parse(
+            "redis://al%40ice:p%3Ass@h:7000/3?response_timeout=250ms&connect_timeout=2s&ttl=5s",
+        )
+        .unwrap();
+        assert_eq!(c.username.as_deref(), Some("al@ice"));
+        assert_eq!(c.password.as_ref().map(Secret::expose), Some("p:ss"));
+        assert_eq!(c.db, 3);
+        assert_eq!(c.nodes[0].port, 7000);
+        assert_eq!(c.response_timeout, Duration::from_millis(250));
+        assert_eq!(c.connect_timeout, Duration::from_secs(2));
+        let password_only = parse("redis://:secret@h").unwrap();
+        assert_eq!(password_only.username, None);
+        assert_eq!(password_only.password.unwrap().expose(), "secret");
+    }
+
+    #[test]
+    fn debug_never_shows_the_password() {
+        let c = parse("rediss://user:hunter2@h/1").unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("user"), "{shown}");
+    }
+
+    #[test]
+    fn tls_schemes_and_ca_file() {
+        let c = parse("rediss://h?tls_ca_file=/etc/ca.pem").unwrap();
+        assert_eq!(c.tls.unwrap().ca_file, Some(PathBuf::from("/etc/ca.pem")));
+        assert!(parse("rediss+cluster://a:1,b:2").unwrap().tls.is_some());
+        assert!(parse("redlocks://a:1,b:2,c:3").unwrap().tls.is_some());
+        assert!(error("redis://h?tls_ca_file=/x").contains("TLS scheme"));
+    }
+
+    #[test]
+    fn multi_host_schemes() {
+        let cluster = parse("redis+cluster://a:1,b:2,c:3").unwrap();
+        assert_eq!(cluster.topology, Topology::Cluster);
+        assert_eq!(cluster.nodes.len(), 3);
+        let redlock = parse("redlock://a:1,b,c:3,d:4,e:5").unwrap();
+        assert_eq!(redlock.topology, Topology::Redlock);
+        assert_eq!(redlock.nodes[1].port, DEFAULT_PORT);
+        assert_eq!(redlock.quorum(), 3);
+    }
+
+    #[test]
+    fn bad_urls_name_the_problem_without_the_password() {
+        for (text, part) in [
+            ("redis://u:pw1@a:1,b:2", "redlock://"),
+            ("redis://u:pw1@h/x", "database number"),
+            ("redis://u:pw1@h/-1", "database number"),
+            ("redis+cluster://u:pw1@a:1/2", "database 0"),
+            ("redis://u:pw1@h?response_timeout=soon", "response_timeout"),
+            ("redis://u:pw1@h?response_timeout=0s", "greater than zero"),
+            ("redis://u:pw1@h?colour=red", "unknown option `colour`"),
+        ] {
+            let message = error(text);
+            assert!(message.contains(part), "{text}: {message}");
+            assert!(!message.contains("pw1"), "{text}: {message}");
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! Connections: building clients from a [`RedisConfig`], running scripts
+//! with an overall deadline, and turning client errors into [`LockError`]s.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use lock_core::LockError;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, SlotAddr};
+use redis::{
+    Client, ConnectionAddr, FromRedisValue, IntoConnectionInfo, ProtocolVersion,
+    RedisConnectionInfo, RedisError, Script, ToRedisArgs,
+};
+
+use crate::config::{NodeAddr, RedisConfig};
+
+/// How many times the connection manager retries a reconnect before the
+/// waiting commands fail (the next command starts a new round). Kept low
+/// so a dead server gives `Unavailable` promptly.
+const RECONNECT_RETRIES: usize = 2;
+
+/// A connection to one instance or to a cluster; cheap to clone (clones
+/// share the underlying multiplexed connection).
+#[derive(Clone)]
+pub(crate) enum Conn {
+    /// One server, reconnecting by itself.
+    Single(ConnectionManager),
+    /// A cluster, routing by key slot.
+    Cluster(ClusterConnection),
+}
+
+/// Deadlines for one command.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timeouts {
+    /// Bound for one command including a reconnect it may wait for.
+    pub(crate) overall: Duration,
+}
+
+impl Timeouts {
+    pub(crate) fn new(config: &RedisConfig) -> Self {
+        // A command may wait for a reconnect (one connect) and then its reply.
+        Self {
+            overall: config.connect_timeout + config.response_timeout,
+        }
+    }
+}
+
+/// The client for one node of `config`.
+pub(crate) fn client(config: &RedisConfig, node: &NodeAddr) -> Result<Client, LockError> {
+    let addr = match &config.tls {
+        None => ConnectionAddr::Tcp(node.host.clone(), node.port),
+        Some(_) => ConnectionAddr::TcpTls {
+            host: node.host.clone(),
+            port: node.port,
+            insecure: false,
+            tls_params: None,
+        },
+    };
+    let info = addr
+        .into_connection_info()
+        .map_err(|e| config_error(node, e))?
+        .set_redis_settings(redis_settings(config));
+    match config.tls.as_ref().and_then(|tls| tls.ca_file.as_ref()) {
+        None => Client::open(info).map_err(|e| config_error(node, e)),
+        Some(ca_file) => {
+            let root_cert = std::fs::read(ca_file).map_err(|e| {
+                LockError::invalid_config(format!(
+                    "option `tls_ca_file`: cannot read {}: {e}",
+                    ca_file.display()
+                ))
+            })?;
+            install_crypto_provider();
+            let certs = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(root_cert),
+            };
+            Client::build_with_tls(info, certs).map_err(|e| config_error(node, e))
+        }
+    }
+}
+
+fn redis_settings(config: &RedisConfig) -> RedisConnectionInfo {
+    let mut settings = RedisConnectionInfo::default()
+        .set_db(config.db)
+        // RESP3: the server's push messages carry pub/sub, and a connection
+        // manager listening for them reconnects even while idle.
+        .set_protocol(ProtocolVersion::RESP3);
+    if let Some(user) = &config.username {
+        settings = settings.set_username(user);
+    }
+    if let Some(password) = &config.password {
+        settings = settings.set_password(password.expose());
+    }
+    settings
+}
+
+/// rustls needs a process-wide crypto provider; install ring's unless the
+/// application installed one.
+pub(crate) fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Settings of a [`ConnectionManager`] for `config`.
+pub(crate) fn manager_config(config: &RedisConfig) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(config.connect_timeout))
+        .set_response_timeout(Some(config.response_timeout))
+        .set_number_of_retries(RECONNECT_RETRIES)
+        .set_min_delay(Duration::from_millis(20))
+        .set_max_delay(Duration::from_millis(500))
+}
+
+/// A connection manager for one node that connects on first use.
+pub(crate) fn lazy_manager(
+    config: &RedisConfig,
+    node: &NodeAddr,
+) -> Result<ConnectionManager, LockError> {
+    if config.tls.is_some() {
+        install_crypto_provider();
+    }
+    let client = client(config, node)?;
+    ConnectionManager::new_lazy_with_config(client, manager_config(config))
+        .map_err(|e| config_error(node, e))
+}
+
+/// Connects to the cluster `config` names, through its seed nodes.
+pub(crate) async fn cluster(config: &RedisConfig) -> Result<ClusterConnection, LockError> {
+    use redis::cluster::{ClusterClientBuilder, ClusterConfig};
+    let mut builder = ClusterClientBuilder::new(config.nodes.iter().map(|n| {
+        ConnectionAddr::Tcp(n.host.clone(), n.port)
+            .into_connection_info()
+            .expect("a TCP address is always valid")
+    }))
+    .connection_timeout(config.connect_timeout)
+    .response_timeout(config.response_timeout)
+    .retries(2);
+    if let Some(user) = &config.username {
+        builder = builder.username(user);
+    }
+    if let Some(password) = &config.password {
+        builder = builder.password(password.expose());
+    }
+    if let Some(tls) = &config.tls {
+        install_crypto_provider();
+        builder = builder.tls(redis::TlsMode::Secure);
+        if let Some(ca_file) = &tls.ca_file {
+            let root_cert = std::fs::read(ca_file).map_err(|e| {
+                LockError::invalid_config(format!(
+                    "option `tls_ca_file`: cannot read {}: {e}",
+                    ca_file.display()
+                ))
+            })?;
+            builder = builder.certs(redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(root_cert),
+            });
+        }
+    }
+    let seeds = config
+        .nodes
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let client = builder
+        .build()
+        .map_err(|e| LockError::invalid_config(format!("Redis Cluster {seeds}: {e}")))?;
+    let cluster_config = ClusterConfig::new()
+        .set_connection_timeout(config.connect_timeout)
+        .set_response_timeout(config.response_timeout);
+    let connecting = client.get_async_connection_with_config(cluster_config);
+    match tokio::time::timeout(Timeouts::new(config).overall * 2, connecting).await {
+        Ok(Ok(conn)) => Ok(conn),
+        Ok(Err(e)) => Err(map_error(&format!("connect to Redis Cluster {seeds}"), e)),
+        Err(_) => Err(LockError::Unavailable {
+            message: format!("connect to Redis Cluster {seeds}: timed out"),
+            source: None,
+        }),
+    }
+}
+
+impl Conn {
+    /// Runs `script` on `keys` and `args`, bounded by `timeouts`.
+    pub(crate) async fn eval<T: FromRedisValue>(
+        &self,
+        timeouts: Timeouts,
+        what: &str,
+        script: &Script,
+        keys: &[&str],
+        args: &[&dyn ToArg],
+    ) -> Result<T, LockError> {
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(*key);
+        }
+        for arg in args {
+            arg.push_to(&mut invocation);
+        }
+        let run = async {
+            match self.clone() {
+                Conn::Single(mut c) => invocation.invoke_async(&mut c).await,
+                Conn::Cluster(mut c) => invocation.invoke_async(&mut c).await,
+            }
+        };
+        match tokio::time::timeout(timeouts.overall, run).await {
+            Ok(result) => result.map_err(|e| map_error(what, e)),
+            Err(_) => Err(timed_out(what, timeouts.overall)),
+        }
+    }
+
+    /// Like [`eval`](Self::eval), but when the connection turns out to be
+    /// broken (the server restarted, the network dropped it) tries once
+    /// more on the connection the manager opens in its place. Only for
+    /// scripts whose second run is harmless (acquire re-grants its own
+    /// owner, renew and inspect change nothing twice).
+    pub(crate) async fn eval_idempotent<T: FromRedisValue>(
+        &self,
+        timeouts: Timeouts,
+        what: &str,
+        script: &Script,
+        keys: &[&str],
+        args: &[&dyn ToArg],
+    ) -> Result<T, LockError> {
+        let started = std::time::Instant::now();
+        match self.eval(timeouts, what, script, keys, args).await {
+            Err(LockError::Unavailable {
+                source: Some(source),
+                ..
+            }) if source
+                .downcast_ref::<RedisError>()
+                .is_some_and(|e| e.is_connection_dropped() || e.is_connection_refusal())
+                && started.elapsed() < timeouts.overall =>
+            {
+                self.eval(timeouts, what, script, keys, args).await
+            }
+            other => other,
+        }
+    }
+
+    /// Runs a raw command, bounded by `timeouts`.
+    pub(crate) async fn query<T: FromRedisValue>(
+        &self,
+        timeouts: Timeouts,
+        what: &str,
+        cmd: &redis::Cmd,
+    ) -> Result<T, LockError> {
+        let run = async {
+            match self.clone() {
+                Conn::Single(mut c) => cmd.query_async(&mut c).await,
+                Conn::Cluster(mut c) => cmd.query_async(&mut c).await,
+            }
+        };
+        match tokio::time::timeout(timeouts.overall, run).await {
+            Ok(result) => result.map_err(|e| map_error(what, e)),
+            Err(_) => Err(timed_out(what, timeouts.overall)),
+        }
+    }
+
+    /// Loads every script, so the first use of each costs one round trip
+    /// instead of three (EVALSHA, NOSCRIPT, SCRIPT LOAD, EVALSHA): a slow
+    /// first renewal could outlast a short lease. Best effort: a server
+    /// that restarts later forgets them, and EVALSHA falls back by itself.
+    pub(crate) async fn preload_scripts(&self, timeouts: Timeouts) {
+        let loads = crate::scripts::scripts().all().map(|script| async move {
+            let load = async {
+                match self.clone() {
+                    Conn::Single(mut c) => script.load_async(&mut c).await,
+                    Conn::Cluster(mut c) => script.load_async(&mut c).await,
+                }
+            };
+            let _ = tokio::time::timeout(timeouts.overall, load).await;
+        });
+        futures_util::future::join_all(loads).await;
+    }
+
+    /// Splits `keys` into groups one script call may touch together: all
+    /// of them on a single instance, one group per slot on a cluster.
+    pub(crate) fn script_groups(&self, keys: &[&str]) -> Vec<Vec<usize>> {
+        match self {
+            Conn::Single(_) => vec![(0..keys.len()).collect()],
+            Conn::Cluster(_) => {
+                let mut groups: HashMap<Route, Vec<usize>> = HashMap::new();
+                for (i, key) in keys.iter().enumerate() {
+                    groups
+                        .entry(Route::with_key(key, SlotAddr::Master))
+                        .or_default()
+                        .push(i);
+                }
+                groups.into_values().collect()
+            }
+        }
+    }
+}
+
+/// A script argument of any of the few types the scripts take.
+pub(crate) trait ToArg: Sync {
+    fn push_to(&self, invocation: &mut redis::ScriptInvocation<'_>);
+}
+
+impl<T: ToRedisArgs + Sync> ToArg for T {
+    fn push_to(&self, invocation: &mut redis::ScriptInvocation<'_>) {
+        invocation.arg(self);
+    }
+}
+
+fn timed_out(what: &str, after: Duration) -> LockError {
+    LockError::Unavailable {
+        message: format!("{what}: no reply within {after:?}"),
+        source: None,
+    }
+}
+
+fn config_error(node: &NodeAddr, error: RedisError) -> LockError {
+    LockError::invalid_config(format!("Redis at {node}: {error}"))
+}
+
+/// Maps a client error: network trouble, timeouts and a server that is
+/// loading, failing over or down are `Unavailable` (retriable); the rest
+/// is `Backend`. Client errors carry no credentials.
+pub(crate) fn map_error(what: &str, error: RedisError) -> LockError {
+    use redis::{ErrorKind, ServerErrorKind};
+    let unavailable = error.is_io_error()
+        || error.is_timeout()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || matches!(
+            error.kind(),
+            ErrorKind::ClusterConnectionNotFound
+                | ErrorKind::Server(
+                    ServerErrorKind::BusyLoading
+                        | ServerErrorKind::TryAgain
+                        | ServerErrorKind::ClusterDown
+                        | ServerErrorKind::MasterDown
+                        | ServerErrorKind::Moved
+                        | ServerErrorKind::Ask
+                )
+        );
+    let message = format!("{what}: {error}");
+    if unavailable {
+        LockError::unavailable(message, error)
+    } else if matches!(error.kind(), ErrorKind::AuthenticationFailed) {
+        LockError::invalid_config(message)
+    } else {
+        LockError::backend(message, error)
+    }
+}

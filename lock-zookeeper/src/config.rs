@@ -1,0 +1,311 @@
+//! Lock URL → [`ZkConfig`].
+//!
+//! ```text
+//! zk://[user:password@]h1[:2181],h2[:2181],…[/chroot][?options]
+//! zks://…                                     the same over TLS (feature `tls`)
+//! ```
+//!
+//! The path is the base under which locks live (default
+//! [`DEFAULT_BASE`]); it is created as needed.
+//! Options besides the common ones (`ttl`, `namespace`, `wait`,
+//! `connect_timeout`): `session_timeout` (default: the `ttl`), `user` and
+//! `password` (digest auth, instead of user info in the URL), and for
+//! `zks://` `tls_ca_file`, `tls_cert_file`, `tls_key_file` (PEM files).
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use percent_encoding::percent_decode_str;
+
+use lock_core::{mask_credentials, CommonOptions, HostPort, LockError, LockUrl, UrlOptions};
+
+use crate::names::DEFAULT_BASE;
+
+/// The port used when a host names none.
+pub const DEFAULT_PORT: u16 = 2181;
+
+/// Digest credentials (`user:password`), never shown by `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DigestAuth {
+    /// The user name.
+    pub user: String,
+    password: String,
+}
+
+impl DigestAuth {
+    /// Credentials for `user` with `password`.
+    pub fn new(user: impl Into<String>, password: impl Into<String>) -> Self {
+        Self {
+            user: user.into(),
+            password: password.into(),
+        }
+    }
+
+    /// The `user:password` bytes ZooKeeper's digest scheme expects; for the
+    /// client library only.
+    pub(crate) fn auth_bytes(&self) -> Vec<u8> {
+        format!("{}:{}", self.user, self.password).into_bytes()
+    }
+}
+
+impl fmt::Debug for DigestAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DigestAuth")
+            .field("user", &self.user)
+            .field("password", &"***")
+            .finish()
+    }
+}
+
+/// TLS settings of a `zks://` URL: PEM files.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// CA certificates to trust.
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate, for servers that require client authentication.
+    pub cert_file: Option<PathBuf>,
+    /// The client certificate's private key.
+    pub key_file: Option<PathBuf>,
+}
+
+/// Everything needed to reach a ZooKeeper ensemble. `Debug` shows no
+/// password.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZkConfig {
+    /// The ensemble's servers, in URL order.
+    pub hosts: Vec<HostPort>,
+    /// Absolute base path of the lock tree (no trailing `/`, never `/`).
+    pub base: String,
+    /// The session timeout asked of the server: how long a holder that
+    /// vanished keeps its locks. The server may clamp it to its
+    /// `[2, 20] × tickTime` range.
+    pub session_timeout: Duration,
+    /// How long opening a session, or waiting for a lost connection to
+    /// come back before a call fails with `Unavailable`, may take.
+    pub connect_timeout: Duration,
+    /// Digest credentials; when set, every node is created readable and
+    /// writable only by the same credentials.
+    pub auth: Option<DigestAuth>,
+    /// TLS settings; `None` for plain TCP.
+    pub tls: Option<TlsFiles>,
+}
+
+impl ZkConfig {
+    /// A plain-TCP configuration for `hosts` with the default base path,
+    /// session timeout (30 s) and connect timeout (5 s), without auth.
+    pub fn new(hosts: Vec<HostPort>) -> Self {
+        Self {
+            hosts,
+            base: DEFAULT_BASE.to_owned(),
+            session_timeout: lock_core::DEFAULT_TTL,
+            connect_timeout: lock_core::DEFAULT_CONNECT_TIMEOUT,
+            auth: None,
+            tls: None,
+        }
+    }
+
+    /// Reads a `zk://` or `zks://` URL. Takes the ZooKeeper options from
+    /// `options` (the caller then calls [`UrlOptions::finish`]); `common`
+    /// gives the `ttl` the session timeout defaults to.
+    pub fn from_url(
+        url: &LockUrl,
+        options: &mut UrlOptions,
+        common: &CommonOptions,
+    ) -> Result<Self, LockError> {
+        let shown = mask_credentials(url.url.as_str());
+        let bad = |why: &str| LockError::invalid_config(format!("{shown}: {why}"));
+        let tls = match url.scheme() {
+            "zk" => false,
+            "zks" => true,
+            other => return Err(bad(&format!("`{other}://` is not a ZooKeeper scheme"))),
+        };
+        if url.hosts.is_empty() {
+            return Err(bad("no ZooKeeper host given (zk://host:2181)"));
+        }
+        let hosts = url
+            .hosts
+            .iter()
+            .map(|h| HostPort {
+                host: h.host.clone(),
+                port: Some(h.port.unwrap_or(DEFAULT_PORT)),
+            })
+            .collect();
+        let session_timeout = options
+            .take_positive_duration("session_timeout")?
+            .unwrap_or(common.ttl);
+        let auth = take_auth(url, options, &bad)?;
+        let tls_files = TlsFiles {
+            ca_file: options.take("tls_ca_file").map(PathBuf::from),
+            cert_file: options.take("tls_cert_file").map(PathBuf::from),
+            key_file: options.take("tls_key_file").map(PathBuf::from),
+        };
+        if !tls && tls_files != TlsFiles::default() {
+            return Err(bad("TLS file options need a zks:// URL"));
+        }
+        if tls_files.cert_file.is_some() != tls_files.key_file.is_some() {
+            return Err(bad("`tls_cert_file` and `tls_key_file` go together"));
+        }
+        Ok(Self {
+            hosts,
+            base: base_path(url.url.path()).map_err(|why| bad(&why))?,
+            session_timeout,
+            connect_timeout: common.connect_timeout,
+            auth,
+            tls: tls.then_some(tls_files),
+        })
+    }
+
+    /// The connect string for zookeeper-client: `h1:p1,h2:p2` (no chroot;
+    /// paths are prefixed with [`base`](Self::base) by this crate).
+    pub fn connect_string(&self) -> String {
+        self.hosts
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// Digest credentials from the URL's user info or the `user`/`password`
+/// options (not both).
+fn take_auth(
+    url: &LockUrl,
+    options: &mut UrlOptions,
+    bad: &dyn Fn(&str) -> LockError,
+) -> Result<Option<DigestAuth>, LockError> {
+    let from_options = (options.take("user"), options.take("password"));
+    let userinfo = (!url.url.username().is_empty()).then(|| {
+        let decode = |s: &str| percent_decode_str(s).decode_utf8_lossy().into_owned();
+        (
+            decode(url.url.username()),
+            decode(url.url.password().unwrap_or("")),
+        )
+    });
+    match (userinfo, from_options) {
+        (None, (None, None)) => Ok(None),
+        (Some(_), (Some(_), _) | (_, Some(_))) => Err(bad(
+            "credentials given twice: use user:password@ or the user/password options",
+        )),
+        (Some((user, password)), _) | (None, (Some(user), Some(password))) => {
+            if user.is_empty() || password.is_empty() {
+                return Err(bad("digest auth needs a user and a password"));
+            }
+            Ok(Some(DigestAuth::new(user, password)))
+        }
+        (None, _) => Err(bad("options `user` and `password` go together")),
+    }
+}
+
+/// The base path from a URL path: `""` and `"/"` give the default, others
+/// must be valid absolute znode paths without a trailing `/`.
+fn base_path(path: &str) -> Result<String, String> {
+    let path = path.trim_end_matches('/');
+    if path.is_empty() {
+        return Ok(DEFAULT_BASE.to_owned());
+    }
+    let decoded = percent_decode_str(path).decode_utf8_lossy().into_owned();
+    let bad_segment = decoded
+        .split('/')
+        .skip(1)
+        .find(|s| s.is_empty() || *s == "." || *s == ".." || s.chars().any(char::is_control));
+    if let Some(segment) = bad_segment {
+        return Err(format!(
+            "chroot `{decoded}` has an invalid level `{segment}`"
+        ));
+    }
+    if decoded == "/zookeeper" || decoded.starts_with("/zookeeper/") {
+        return Err("chroot /zookeeper is reserved by ZooKeeper".to_owned());
+    }
+    Ok(decoded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<ZkConfig, LockError> {
+        let url = LockUrl::parse(text)?;
+        let mut options = UrlOptions::parse(&url.url)?;
+        let common = options.take_common()?;
+        let config = ZkConfig::from_url(&url, &mut options, &common)?;
+        options.finish()?;
+        Ok(config)
+    }
+
+    fn reason(text: &str) -> String {
+        match parse(text) {
+            Err(LockError::InvalidConfig { reason }) => reason,
+            other => panic!("{text}: expected InvalidConfig, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn hosts_chroot_and_defaults() {
+        let config = parse("zk://h1:2181,h2,[::1]:2182/apps/locks").unwrap();
+        assert_eq!(config.connect_string(), "h1:2181,h2:2181,[::1]:2182");
+        assert_eq!(config.base, "/apps/locks");
+        assert_eq!(config.session_timeout, lock_core::DEFAULT_TTL);
+        assert_eq!(config.auth, None);
+        assert_eq!(config.tls, None);
+        assert_eq!(parse("zk://h").unwrap().base, "/distlock");
+        assert_eq!(parse("zk://h/").unwrap().base, "/distlock");
+        assert_eq!(parse("zk://h/a/b/").unwrap().base, "/a/b");
+    }
+
+    #[test]
+    fn session_timeout_defaults_to_the_ttl() {
+        let config = parse("zk://h?ttl=2s&connect_timeout=1s").unwrap();
+        assert_eq!(config.session_timeout, Duration::from_secs(2));
+        assert_eq!(config.connect_timeout, Duration::from_secs(1));
+        let config = parse("zk://h?ttl=2s&session_timeout=4s").unwrap();
+        assert_eq!(config.session_timeout, Duration::from_secs(4));
+        assert!(reason("zk://h?session_timeout=0s").contains("greater than zero"));
+    }
+
+    #[test]
+    fn digest_auth_from_user_info_or_options() {
+        let config = parse("zk://alice:s%3Acret@h/x").unwrap();
+        let auth = config.auth.unwrap();
+        assert_eq!(auth.user, "alice");
+        assert_eq!(auth.auth_bytes(), b"alice:s:cret");
+        let config = parse("zk://h?user=bob&password=pw").unwrap();
+        assert_eq!(config.auth.unwrap().auth_bytes(), b"bob:pw");
+        assert!(reason("zk://h?user=bob").contains("go together"));
+        assert!(reason("zk://a:b@h?user=bob&password=pw").contains("twice"));
+        assert!(reason("zk://a@h").contains("user and a password"));
+    }
+
+    #[test]
+    fn secrets_never_show() {
+        let config = parse("zk://alice:topsecret@h?ttl=2s").unwrap();
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("topsecret"), "{shown}");
+        assert!(shown.contains("alice"), "{shown}");
+        let error = reason("zk://alice:topsecret@h/zookeeper");
+        assert!(!error.contains("topsecret"), "{error}");
+        let error = reason("zk://alice:topsecret@h?colour=red");
+        assert!(!error.contains("topsecret"), "{error}");
+    }
+
+    #[test]
+    fn tls_files_need_zks() {
+        let config =
+            parse("zks://h?tls_ca_file=/ca.pem&tls_cert_file=/c.pem&tls_key_file=/k.pem").unwrap();
+        let tls = config.tls.unwrap();
+        assert_eq!(tls.ca_file, Some(PathBuf::from("/ca.pem")));
+        assert_eq!(tls.key_file, Some(PathBuf::from("/k.pem")));
+        assert_eq!(parse("zks://h").unwrap().tls, Some(TlsFiles::default()));
+        assert!(reason("zk://h?tls_ca_file=/ca.pem").contains("zks://"));
+        assert!(reason("zks://h?tls_cert_file=/c.pem").contains("go together"));
+    }
+
+    #[test]
+    fn bad_urls_name_the_problem() {
+        assert!(reason("zk:///chroot").contains("no ZooKeeper host"));
+        assert!(reason("zk://h/a//b").contains("invalid level"));
+        assert!(reason("zk://h/zookeeper/x").contains("reserved"));
+        assert!(reason("zk://h?colour=red").contains("unknown option `colour`"));
+        assert!(reason("redis://h").contains("not a ZooKeeper scheme"));
+    }
+}

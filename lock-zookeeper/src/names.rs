@@ -1,0 +1,242 @@
+//! Lock names → znode paths.
+//!
+//! A lock lives in its own directory of znodes:
+//!
+//! ```text
+//! <base>/<namespace>/<key segment>/…/<key segment>/_locks/lock-<guid>-<sequence>
+//! ```
+//!
+//! The key's `/` levels stay levels, so an operator browsing the tree sees
+//! the key hierarchy. Contenders live in the child directory
+//! [`CONTENDERS_DIR`], never directly in the key's directory: the lock
+//! directory of key `a` (`…/a/_locks`) therefore never holds anything of key
+//! `a/b` (`…/a/b/_locks`). No key segment can be spelled `_locks`, because
+//! [`encode_segment`] escapes a leading `_`.
+//!
+//! Each segment is percent-encoded where ZooKeeper would reject it or where
+//! it could clash: `%` itself, a leading `_`, the segments `.` and `..`,
+//! control characters, and everything ZooKeeper's Java server forbids in a
+//! path — which, since Java strings are UTF-16, includes every character
+//! outside the Basic Multilingual Plane (an emoji is a surrogate pair, and
+//! surrogates are forbidden). The encoding is reversible
+//! ([`decode_segment`]) and injective, so distinct keys get distinct paths.
+
+use std::fmt::Write as _;
+
+use lock_core::LockName;
+
+/// The directory, under a key's directory, that holds its contenders.
+pub const CONTENDERS_DIR: &str = "_locks";
+/// The name prefix of a contender node, followed by `<guid>-` and the
+/// sequence number ZooKeeper appends.
+pub const NODE_PREFIX: &str = "lock-";
+
+/// The base path used when the URL names no chroot.
+pub const DEFAULT_BASE: &str = "/distlock";
+
+/// The contenders directory of lock `name` under `base` (an absolute path
+/// without a trailing `/`).
+pub fn lock_dir(base: &str, name: &LockName) -> String {
+    let mut path = String::with_capacity(base.len() + name.key().as_str().len() + 32);
+    path.push_str(base);
+    path.push('/');
+    // Namespaces are restricted to [A-Za-z0-9._-] and are never only dots,
+    // so they are valid znode names as they are.
+    path.push_str(name.namespace().as_str());
+    for segment in name.key().segments() {
+        path.push('/');
+        path.push_str(&encode_segment(segment));
+    }
+    path.push('/');
+    path.push_str(CONTENDERS_DIR);
+    path
+}
+
+/// The path prefix a contender with id `guid` creates in `dir`;
+/// ZooKeeper appends the sequence number.
+pub fn node_prefix(dir: &str, guid: &str) -> String {
+    format!("{dir}/{NODE_PREFIX}{guid}-")
+}
+
+/// A contender node's name split into its parts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeName<'a> {
+    /// The name as listed (`lock-<guid>-<sequence>`).
+    pub name: &'a str,
+    /// The contender's id.
+    pub guid: &'a str,
+    /// The sequence number ZooKeeper assigned; the lowest holds the lock.
+    pub sequence: i64,
+}
+
+/// Parses a child of a contenders directory; `None` for anything that is
+/// not a contender node (so foreign nodes never take part in the queue).
+pub fn parse_node(name: &str) -> Option<NodeName<'_>> {
+    let rest = name.strip_prefix(NODE_PREFIX)?;
+    let (guid, sequence) = rest.rsplit_once('-')?;
+    if guid.is_empty() || sequence.is_empty() || !sequence.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(NodeName {
+        name,
+        guid,
+        sequence: sequence.parse().ok()?,
+    })
+}
+
+/// The contender nodes among `children`, lowest sequence (the holder) first.
+pub fn queue(children: &[String]) -> Vec<NodeName<'_>> {
+    let mut nodes: Vec<_> = children.iter().filter_map(|c| parse_node(c)).collect();
+    nodes.sort_by_key(|node| node.sequence);
+    nodes
+}
+
+/// Encodes one key segment as a valid, collision-free znode name; see the
+/// module docs.
+pub fn encode_segment(segment: &str) -> String {
+    if segment == "." || segment == ".." {
+        return "%2E".repeat(segment.len());
+    }
+    let mut encoded = String::with_capacity(segment.len());
+    for (at, c) in segment.char_indices() {
+        if needs_escape(c) || (at == 0 && c == '_') {
+            let mut bytes = [0u8; 4];
+            for byte in c.encode_utf8(&mut bytes).bytes() {
+                let _ = write!(encoded, "%{byte:02X}");
+            }
+        } else {
+            encoded.push(c);
+        }
+    }
+    encoded
+}
+
+/// Reverses [`encode_segment`]; `None` if `encoded` is not its output.
+pub fn decode_segment(encoded: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(encoded.len());
+    let mut rest = encoded.as_bytes();
+    while let Some((&first, tail)) = rest.split_first() {
+        if first == b'%' {
+            let hex = tail.get(..2)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = &tail[2..];
+        } else {
+            bytes.push(first);
+            rest = tail;
+        }
+    }
+    String::from_utf8(bytes).ok()
+}
+
+/// Characters escaped anywhere in a segment: the escape character, and
+/// what ZooKeeper's `PathUtils.validatePath` rejects (by UTF-16 code unit).
+fn needs_escape(c: char) -> bool {
+    let u = u32::from(c);
+    c == '%'
+        || c == '/'
+        || c.is_control()
+        || (0xd800..=0xf8ff).contains(&u)
+        || (0xfff0..=0xffff).contains(&u)
+        || u > 0xffff
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(key: &str) -> LockName {
+        LockName::parse("ns", key).unwrap()
+    }
+
+    #[test]
+    fn hierarchy_is_kept_and_contenders_sit_in_their_own_dir() {
+        assert_eq!(lock_dir("/base", &name("a")), "/base/ns/a/_locks");
+        assert_eq!(lock_dir("/base", &name("a/b")), "/base/ns/a/b/_locks");
+        assert_eq!(
+            lock_dir("/distlock", &name("invoices/2026-11")),
+            "/distlock/ns/invoices/2026-11/_locks"
+        );
+    }
+
+    #[test]
+    fn no_key_reaches_into_another_keys_contenders() {
+        // `a/_locks` would otherwise be a child of key a's contenders dir.
+        let a = lock_dir("/b", &name("a"));
+        for key in ["a/_locks", "a/_locks/x", "_locks", "a/b"] {
+            let other = lock_dir("/b", &name(key));
+            assert!(!other.starts_with(&format!("{a}/")), "{key} -> {other}");
+            assert_ne!(other, a);
+        }
+        assert_eq!(encode_segment("_locks"), "%5Flocks");
+        assert_eq!(encode_segment("a_b"), "a_b");
+    }
+
+    #[test]
+    fn forbidden_and_relative_segments_are_encoded_reversibly() {
+        let samples = [
+            ".",
+            "..",
+            "...",
+            ".hidden",
+            "a%2Fb",
+            "100%",
+            "ünïcødé",
+            "鍵 🔒",
+            "\u{e000}private\u{f8ff}",
+            "\u{fff0}special\u{ffff}",
+            "tab\\t and \"quotes\" {braces}:colon*star?",
+            "_leading",
+            "plain",
+        ];
+        for segment in samples {
+            let encoded = encode_segment(segment);
+            assert_ne!(encoded, ".");
+            assert_ne!(encoded, "..");
+            for c in encoded.chars() {
+                assert!(!needs_escape(c) || c == '%', "{segment:?} -> {encoded:?}");
+            }
+            assert_eq!(decode_segment(&encoded).as_deref(), Some(segment));
+        }
+        assert_eq!(encode_segment("."), "%2E");
+        assert_eq!(encode_segment(".."), "%2E%2E");
+        assert_eq!(encode_segment("🔒"), "%F0%9F%94%92");
+    }
+
+    #[test]
+    fn distinct_keys_get_distinct_paths() {
+        let keys = [
+            "a/../b",
+            "a/%2E%2E/b",
+            "a%2Fb",
+            "a/b",
+            "Key",
+            "key",
+            "%25",
+            "%",
+        ];
+        let mut paths: Vec<_> = keys.iter().map(|k| lock_dir("/x", &name(k))).collect();
+        paths.sort();
+        paths.dedup();
+        assert_eq!(paths.len(), keys.len());
+    }
+
+    #[test]
+    fn contender_names_parse_and_sort_by_sequence() {
+        let children: Vec<String> = [
+            "lock-bbb-0000000010",
+            "lock-aaa-0000000002",
+            "foreign",
+            "lock--0000000001",
+            "lock-ccc-12x",
+            "lock-a-b-0000000005",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let queue = queue(&children);
+        let seen: Vec<_> = queue.iter().map(|n| (n.guid, n.sequence)).collect();
+        assert_eq!(seen, [("aaa", 2), ("a-b", 5), ("bbb", 10)]);
+        assert_eq!(node_prefix("/d", "g"), "/d/lock-g-");
+    }
+}

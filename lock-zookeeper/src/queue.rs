@@ -1,0 +1,294 @@
+//! The lock queue: ephemeral sequential nodes, the lowest holds.
+//!
+//! An acquire creates `…/_locks/lock-<guid>-<sequence>` and, pipelined on
+//! the same session (ZooKeeper answers a session's requests in order), lists
+//! the directory: an uncontended acquire costs one round trip. A waiter
+//! watches only the node just ahead of it (no herd), so waiters are served
+//! in sequence order (FIFO). When that node goes and it was the only one
+//! ahead, the waiter holds the lock without listing again: sequence numbers
+//! only grow, so nobody can have queued ahead of it meanwhile.
+//!
+//! Cancel-safety: until the acquire returns, a [`CleanupOnDrop`] deletes
+//! the node — found by its guid while the create's reply is outstanding.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use lock_core::{
+    AcquireRequest, Acquired, CleanupOnDrop, FencingToken, LockError, Renewal, WaitMode,
+};
+use zookeeper_client::{Client, CreateMode, Error as ZkError, EventType, OneshotWatcher};
+
+use crate::error::{self, outcome_unknown};
+use crate::held::ZkHeld;
+use crate::names::{node_prefix, queue};
+use crate::session::Session;
+use crate::watch::NodeWatch;
+
+/// How often an acquire starts over when its node vanished while it
+/// waited (taken away from the queue, or the container was reclaimed).
+const MAX_RESTARTS: usize = 3;
+/// How often a create is retried after its parent directory vanished.
+const MAX_PARENT_RETRIES: usize = 5;
+
+/// Our node in the queue.
+#[derive(Debug)]
+struct Contender {
+    path: String,
+    sequence: i64,
+    czxid: i64,
+}
+
+/// How one pass through the queue ended.
+enum Pass {
+    Acquired(Acquired),
+    NotAcquired,
+    /// Our node disappeared while we waited; enter the queue again.
+    Removed,
+}
+
+/// Takes the lock `request` names in contenders directory `dir`.
+pub(crate) async fn acquire(
+    session: &Arc<Session>,
+    dir: &str,
+    request: &AcquireRequest,
+) -> Result<Option<Acquired>, LockError> {
+    for _ in 0..MAX_RESTARTS {
+        match pass(session, dir, request).await? {
+            Pass::Acquired(acquired) => return Ok(Some(acquired)),
+            Pass::NotAcquired => return Ok(None),
+            Pass::Removed => {
+                tracing::debug!(dir, "distlock: our queue entry vanished; queueing again");
+            }
+        }
+    }
+    Err(LockError::Backend {
+        message: format!("our queue entry under {dir} kept being removed while waiting"),
+        source: None,
+    })
+}
+
+async fn pass(
+    session: &Arc<Session>,
+    dir: &str,
+    request: &AcquireRequest,
+) -> Result<Pass, LockError> {
+    let client = session.client();
+    let guid = uuid::Uuid::new_v4().simple().to_string();
+    let requested_at = Instant::now();
+    // Armed before the create is sent: if we are dropped before its reply,
+    // the node is found by its guid and deleted.
+    let by_guid = CleanupOnDrop::new(withdraw_by_guid(
+        client.clone(),
+        dir.to_owned(),
+        guid.clone(),
+    ));
+    let (me, listing) = enter(session, dir, &guid, request.owner.as_str().as_bytes()).await?;
+    let cleanup = CleanupOnDrop::new(delete_node(client.clone(), me.path.clone()));
+    by_guid.disarm();
+    let (mut listing, children_watch) = match listing {
+        Some((children, watch)) => (Some(children), Some(watch)),
+        None => (None, None),
+    };
+    let own = NodeWatch::start(
+        client.clone(),
+        me.path.clone(),
+        request.loss.clone(),
+        children_watch,
+    );
+    loop {
+        let children = match listing.take() {
+            Some(children) => children,
+            None => list(session, dir).await?,
+        };
+        let nodes = queue(&children);
+        if !nodes.iter().any(|n| n.sequence == me.sequence) {
+            cleanup.disarm();
+            return Ok(Pass::Removed);
+        }
+        let ahead: Vec<_> = nodes
+            .iter()
+            .take_while(|n| n.sequence < me.sequence)
+            .collect();
+        let Some(predecessor) = ahead.last() else {
+            return Ok(held(session, me, own, cleanup, requested_at));
+        };
+        if request.wait == WaitMode::Try {
+            own.releasing();
+            // Deleted before returning, so the next acquirer never queues
+            // behind us; if this fails, the armed clean-up retries.
+            if session.request(client.delete(&me.path, None)).await.is_ok() {
+                cleanup.disarm();
+            }
+            return Ok(Pass::NotAcquired);
+        }
+        let only_one_ahead = ahead.len() == 1;
+        let predecessor = format!("{dir}/{}", predecessor.name);
+        let watched = session
+            .request(client.check_and_watch_stat(&predecessor))
+            .await;
+        let watcher = match watched {
+            Ok((Some(_), watcher)) => watcher,
+            Ok((None, _)) if only_one_ahead => {
+                return Ok(held(session, me, own, cleanup, requested_at))
+            }
+            Ok((None, _)) => continue,
+            Err(e) => return Err(error::map(&format!("watch {predecessor}"), e)),
+        };
+        tokio::select! {
+            event = watcher.changed() => match event.event_type {
+                EventType::NodeDeleted if only_one_ahead => {
+                    return Ok(held(session, me, own, cleanup, requested_at));
+                }
+                EventType::Session if event.session_state.is_terminated() => {
+                    return Err(error::map("wait for the lock", ZkError::SessionExpired));
+                }
+                _ => {}
+            },
+            () = own.gone() => {}
+        }
+    }
+}
+
+/// The lock is ours: hand the node to a [`ZkHeld`] — unless the node is
+/// already known to have vanished, then queue again.
+fn held(
+    session: &Arc<Session>,
+    me: Contender,
+    own: NodeWatch,
+    cleanup: CleanupOnDrop,
+    requested_at: Instant,
+) -> Pass {
+    cleanup.disarm();
+    if !own.hold() {
+        return Pass::Removed;
+    }
+    Pass::Acquired(Acquired {
+        // czxid: the zxid of the node's creation, ensemble-wide increasing
+        // and persisted, unlike sequence numbers, which restart when a
+        // reclaimed container directory is created again.
+        token: FencingToken::new(me.czxid.unsigned_abs()),
+        requested_at,
+        renewal: Renewal::Managed,
+        held: Box::new(ZkHeld::new(Arc::clone(session), me.path, own)),
+    })
+}
+
+/// Creates our node (and its parent directories, as containers, when
+/// missing), listing the directory in the same round trip and leaving a
+/// child watch on it (see [`NodeWatch`]). After a lost reply, finds the
+/// node by its guid instead of creating a second one.
+async fn enter(
+    session: &Session,
+    dir: &str,
+    guid: &str,
+    owner: &[u8],
+) -> Result<(Contender, Option<(Vec<String>, OneshotWatcher)>), LockError> {
+    let client = session.client();
+    let prefix = node_prefix(dir, guid);
+    let options = CreateMode::EphemeralSequential.with_acls(session.acls());
+    let mut parent_retries = 0;
+    loop {
+        // Both requests are sent here, in this order, before either is awaited.
+        let create = client.create(&prefix, owner, &options);
+        let listing = client.list_and_watch_children(dir);
+        let (created, listed) = tokio::join!(session.request(create), session.request(listing));
+        match created {
+            Ok((stat, sequence)) => {
+                let me = Contender {
+                    path: format!("{prefix}{sequence}"),
+                    sequence: sequence.into_i64(),
+                    czxid: stat.czxid,
+                };
+                return Ok((me, listed.ok()));
+            }
+            Err(ZkError::NoNode) if parent_retries < MAX_PARENT_RETRIES => {
+                parent_retries += 1;
+                make_dirs(session, dir).await?;
+            }
+            Err(e) if outcome_unknown(&e) => {
+                session.ready().await?;
+                if let Some(me) = find_by_guid(session, dir, guid).await? {
+                    return Ok((me, None));
+                }
+            }
+            Err(e) => return Err(error::map(&format!("create a lock node in {dir}"), e)),
+        }
+    }
+}
+
+/// Creates `dir` and its missing ancestors as container nodes, which the
+/// server reclaims once they are empty.
+async fn make_dirs(session: &Session, dir: &str) -> Result<(), LockError> {
+    let options = CreateMode::Container.with_acls(session.acls());
+    session
+        .request(session.client().mkdir(dir, &options))
+        .await
+        .map_err(|e| error::map(&format!("create the lock directory {dir}"), e))
+}
+
+/// Lists `dir`; a missing directory has no contenders.
+pub(crate) async fn list(session: &Session, dir: &str) -> Result<Vec<String>, LockError> {
+    match session.request(session.client().list_children(dir)).await {
+        Ok(children) => Ok(children),
+        Err(ZkError::NoNode) => Ok(Vec::new()),
+        Err(e) => Err(error::map(&format!("list {dir}"), e)),
+    }
+}
+
+/// Our node after a create whose reply was lost: the lowest with our guid
+/// (extra ones, from a create that was applied twice, are deleted).
+async fn find_by_guid(
+    session: &Session,
+    dir: &str,
+    guid: &str,
+) -> Result<Option<Contender>, LockError> {
+    let children = list(session, dir).await?;
+    let ours: Vec<_> = queue(&children)
+        .into_iter()
+        .filter(|n| n.guid == guid)
+        .collect();
+    let Some(first) = ours.first() else {
+        return Ok(None);
+    };
+    for extra in &ours[1..] {
+        let _ = session
+            .request(
+                session
+                    .client()
+                    .delete(&format!("{dir}/{}", extra.name), None),
+            )
+            .await;
+    }
+    let path = format!("{dir}/{}", first.name);
+    match session.request(session.client().check_stat(&path)).await {
+        Ok(Some(stat)) => Ok(Some(Contender {
+            sequence: first.sequence,
+            czxid: stat.czxid,
+            path,
+        })),
+        Ok(None) => Ok(None),
+        Err(e) => Err(error::map(&format!("read {path}"), e)),
+    }
+}
+
+/// Deletes every node of contender `guid` in `dir` (clean-up of a dropped
+/// acquire whose create reply never came). Best effort.
+async fn withdraw_by_guid(client: Client, dir: String, guid: String) {
+    // Sent after the create on the same session, so it sees the node.
+    let Ok(children) = client.list_children(&dir).await else {
+        return;
+    };
+    for node in queue(&children).into_iter().filter(|n| n.guid == guid) {
+        let _ = client.delete(&format!("{dir}/{}", node.name), None).await;
+    }
+}
+
+/// Deletes one node (clean-up of a dropped acquire). Best effort.
+async fn delete_node(client: Client, path: String) {
+    if let Err(e) = client.delete(&path, None).await {
+        if e != ZkError::NoNode {
+            tracing::debug!(%e, path, "distlock: could not withdraw from the lock queue; the session's end will");
+        }
+    }
+}

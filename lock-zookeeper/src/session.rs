@@ -1,0 +1,308 @@
+//! One ZooKeeper session per backend, and the loss of its locks.
+//!
+//! Every lock a backend holds is an ephemeral node of its one session, so
+//! the session's fate is theirs. A monitor task follows the session state:
+//!
+//! * `Expired` (or the session otherwise ending): the server has deleted
+//!   our ephemeral nodes, so every registered lock is reported lost with
+//!   [`LossReason::SessionExpired`] at once, and the next call opens a
+//!   fresh session.
+//! * `Disconnected` for longer than the validity window: the server may
+//!   have expired the session without our knowing (we learn of expiry only
+//!   when we reconnect), so the locks are reported lost with
+//!   [`LossReason::ValidityExpired`] before anybody else can have been
+//!   given them. See [`validity_window`].
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use lock_core::{clock_drift, LockError, LossReason, LossReporter};
+use zookeeper_client::{Acls, Client, Error as ZkError, SessionState, StateWatcher};
+
+use crate::config::ZkConfig;
+use crate::error;
+
+/// Opens the backend's session lazily and replaces it once it has ended.
+#[derive(Debug)]
+pub(crate) struct Sessions {
+    config: Arc<ZkConfig>,
+    current: tokio::sync::Mutex<Option<Arc<Session>>>,
+}
+
+impl Sessions {
+    pub(crate) fn new(config: Arc<ZkConfig>) -> Self {
+        Self {
+            config,
+            current: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The live, connected session: the current one if it has not ended
+    /// (waiting up to the connect timeout for a lost connection to come
+    /// back), else a new one.
+    pub(crate) async fn get(&self) -> Result<Arc<Session>, LockError> {
+        let mut current = self.current.lock().await;
+        if let Some(session) = current.as_ref().filter(|s| !s.has_ended()) {
+            let session = Arc::clone(session);
+            drop(current);
+            session.ready().await?;
+            return Ok(session);
+        }
+        let session = Arc::new(Session::open(Arc::clone(&self.config)).await?);
+        *current = Some(Arc::clone(&session));
+        Ok(session)
+    }
+}
+
+/// One ZooKeeper session and the locks that live and die with it.
+#[derive(Debug)]
+pub(crate) struct Session {
+    client: Client,
+    config: Arc<ZkConfig>,
+    registry: Arc<Registry>,
+}
+
+impl Session {
+    /// Connects to the ensemble within the connect timeout.
+    pub(crate) async fn open(config: Arc<ZkConfig>) -> Result<Self, LockError> {
+        let hosts = config.connect_string();
+        let mut connector = Client::connector()
+            .with_session_timeout(config.session_timeout)
+            // Fail at once when no server accepts, rather than retrying
+            // until the session timeout; reconnects later still cycle.
+            .with_fail_eagerly();
+        if let Some(auth) = &config.auth {
+            connector = connector.with_auth("digest", &auth.auth_bytes());
+        }
+        let connecting = crate::tls::connect(connector, &config, &hosts);
+        let client = tokio::time::timeout(config.connect_timeout, connecting)
+            .await
+            .map_err(|_| error::disconnected(&hosts, config.connect_timeout))?
+            .map_err(|e| error::map(&format!("open a session with {hosts}"), e))?;
+        let registry = Arc::new(Registry::default());
+        let window = validity_window(client.session_timeout());
+        // Not aborted when the session is dropped: dropping the last client
+        // closes the session and the monitor ends on seeing `Closed`.
+        // Cancelling a task that waits on the session state while the
+        // client's session task drops that state races inside
+        // zookeeper-client's sync primitives (asyncs-sync 0.4.0 panics
+        // with "unpark twice").
+        tokio::spawn(monitor(
+            client.state_watcher(),
+            Arc::clone(&registry),
+            window,
+        ));
+        tracing::debug!(session = %client.session_id(), timeout = ?client.session_timeout(), "distlock: ZooKeeper session opened");
+        Ok(Self {
+            client,
+            config,
+            registry,
+        })
+    }
+
+    /// The session's client.
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The ACLs every node of this backend is created with: creator-only
+    /// when the URL gave credentials, open otherwise.
+    pub(crate) fn acls(&self) -> Acls<'static> {
+        if self.config.auth.is_some() {
+            Acls::creator_all()
+        } else {
+            Acls::anyone_all()
+        }
+    }
+
+    /// The base path of the lock tree.
+    pub(crate) fn base(&self) -> &str {
+        &self.config.base
+    }
+
+    /// Whether the session expired, failed or was closed.
+    pub(crate) fn has_ended(&self) -> bool {
+        self.registry.ended.load(Ordering::SeqCst) || self.client.state().is_terminated()
+    }
+
+    /// Reports `reporter`'s lock lost when this session ends. Register
+    /// before creating the lock's node, so no expiry can slip between.
+    pub(crate) fn register(&self, reporter: LossReporter) {
+        self.registry.register(reporter);
+    }
+
+    /// Waits until the session is connected, at most the connect timeout.
+    pub(crate) async fn ready(&self) -> Result<(), LockError> {
+        wait_connected(&self.client, self.config.connect_timeout)
+            .await
+            .map_err(|state| self.state_error(state))
+    }
+
+    /// Runs one request, bounded so that a request queued while the client
+    /// reconnects cannot hang a caller; a timeout counts as a lost reply.
+    pub(crate) async fn request<T>(
+        &self,
+        request: impl Future<Output = Result<T, ZkError>>,
+    ) -> Result<T, ZkError> {
+        let limit = self.config.connect_timeout + self.client.session_timeout();
+        tokio::time::timeout(limit, request)
+            .await
+            .unwrap_or(Err(ZkError::Timeout))
+    }
+
+    fn state_error(&self, state: SessionState) -> LockError {
+        match state {
+            SessionState::AuthFailed => error::map("authenticate", ZkError::AuthFailed),
+            SessionState::Disconnected => {
+                error::disconnected(&self.config.connect_string(), self.config.connect_timeout)
+            }
+            _ => error::map("use the session", ZkError::SessionExpired),
+        }
+    }
+}
+
+/// How long the session may stay disconnected before its locks count as
+/// lost: the session timeout, less how stale our last word from the server
+/// may already be when the client declares the connection lost, less
+/// clock drift.
+///
+/// zookeeper-client 0.11 (with no connection timeout configured, as here)
+/// declares a connection lost after `2/5` of the negotiated session timeout
+/// without a reply, checked every `1/20` of it. The server expires the
+/// session one session timeout after it last heard from us, which is no
+/// earlier than our last reply. So the server cannot have expired the
+/// session before `disconnect + (1 − 2/5 − 1/20) × timeout`.
+pub(crate) fn validity_window(session_timeout: Duration) -> Duration {
+    (session_timeout * 11 / 20).saturating_sub(clock_drift(session_timeout))
+}
+
+/// Waits until `client` is connected, at most `limit`; the state it ended
+/// in otherwise.
+pub(crate) async fn wait_connected(client: &Client, limit: Duration) -> Result<(), SessionState> {
+    let mut states = client.state_watcher();
+    let mut state = client.state();
+    let deadline = Instant::now() + limit;
+    loop {
+        match state {
+            SessionState::SyncConnected | SessionState::ConnectedReadOnly => return Ok(()),
+            SessionState::Disconnected => {
+                match tokio::time::timeout_at(deadline.into(), states.changed()).await {
+                    Ok(next) => state = next,
+                    Err(_) => return Err(SessionState::Disconnected),
+                }
+            }
+            ended => return Err(ended),
+        }
+    }
+}
+
+/// The locks of one session, to be told when it is lost.
+#[derive(Debug, Default)]
+struct Registry {
+    reporters: Mutex<Reporters>,
+    ended: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct Reporters {
+    live: Vec<LossReporter>,
+    /// Prune released and abandoned entries once `live` reaches this size,
+    /// so registering stays O(1) amortized with many held locks.
+    prune_at: usize,
+}
+
+impl Registry {
+    fn lock(&self) -> MutexGuard<'_, Reporters> {
+        self.reporters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn register(&self, reporter: LossReporter) {
+        let mut reporters = self.lock();
+        if self.ended.load(Ordering::SeqCst) {
+            drop(reporters);
+            reporter.report(LossReason::SessionExpired);
+            return;
+        }
+        if reporters.live.len() >= reporters.prune_at {
+            reporters.live.retain(|r| r.is_held() && !r.is_abandoned());
+            reporters.prune_at = (reporters.live.len() * 2).max(64);
+        }
+        reporters.live.push(reporter);
+    }
+
+    /// Reports every registered lock lost; returns how many were held.
+    fn report_all(&self, reason: LossReason) -> usize {
+        let reporters = std::mem::take(&mut self.lock().live);
+        reporters.iter().filter(|r| r.report(reason)).count()
+    }
+}
+
+/// Follows the session state; see the module docs.
+async fn monitor(mut states: StateWatcher, registry: Arc<Registry>, window: Duration) {
+    let mut lost_at: Option<Instant> = None;
+    loop {
+        let state = match lost_at {
+            Some(at) => tokio::select! {
+                state = states.changed() => state,
+                () = tokio::time::sleep_until(at.into()) => {
+                    let count = registry.report_all(LossReason::ValidityExpired);
+                    tracing::warn!(count, ?window, "distlock: ZooKeeper disconnected past the validity window; locks lost");
+                    lost_at = None;
+                    continue;
+                }
+            },
+            None => states.changed().await,
+        };
+        match state {
+            SessionState::Disconnected => {
+                lost_at.get_or_insert(Instant::now() + window);
+            }
+            SessionState::SyncConnected | SessionState::ConnectedReadOnly => lost_at = None,
+            SessionState::Expired | SessionState::AuthFailed | SessionState::Closed => {
+                registry.ended.store(true, Ordering::SeqCst);
+                let count = registry.report_all(LossReason::SessionExpired);
+                tracing::warn!(%state, count, "distlock: ZooKeeper session ended; its locks are lost");
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lock_core::loss_channel;
+
+    #[test]
+    fn the_window_closes_before_the_server_can_expire_the_session() {
+        let window = validity_window(Duration::from_secs(1));
+        assert!(window < Duration::from_millis(550), "{window:?}");
+        assert!(window > Duration::from_millis(500), "{window:?}");
+    }
+
+    #[test]
+    fn an_ended_registry_reports_new_locks_at_once() {
+        let registry = Registry::default();
+        let (held, held_signal) = loss_channel();
+        registry.register(held);
+        assert_eq!(registry.report_all(LossReason::SessionExpired), 1);
+        assert_eq!(held_signal.loss_reason(), Some(LossReason::SessionExpired));
+        registry.ended.store(true, Ordering::SeqCst);
+        let (late, late_signal) = loss_channel();
+        registry.register(late);
+        assert_eq!(late_signal.loss_reason(), Some(LossReason::SessionExpired));
+    }
+
+    #[test]
+    fn abandoned_reporters_are_pruned() {
+        let registry = Registry::default();
+        for _ in 0..1000 {
+            let (reporter, signal) = loss_channel();
+            registry.register(reporter);
+            drop(signal);
+        }
+        assert!(registry.lock().live.len() < 200);
+    }
+}

@@ -1,0 +1,166 @@
+//! Watching our own contender node, so a lock removed from outside (an
+//! operator deleting the node, `force_release`) is reported lost.
+//!
+//! The watch starts as the child watch that the acquire's pipelined
+//! listing of the contenders directory left behind: it costs no request of
+//! its own, and an uncontended lock never needs another. Only when the
+//! directory changes (a waiter arrives, a node goes) does the task switch
+//! to an `exists` watch on our own node.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{LossReason, LossReporter};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use zookeeper_client::{Client, Error as ZkError, EventType, OneshotWatcher};
+
+use crate::error;
+use crate::session::wait_connected;
+
+/// How long the watch task waits for a lost connection before trying again.
+const RECONNECT_WAIT: Duration = Duration::from_secs(1);
+
+/// A task watching one contender node until it is deleted or its session
+/// ends. Aborted on drop.
+#[derive(Debug)]
+pub(crate) struct NodeWatch {
+    shared: Arc<Shared>,
+    gone: watch::Receiver<bool>,
+    task: JoinHandle<()>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    /// [`QUEUED`], [`HOLDING`] or [`RELEASED`]: only a node that vanishes
+    /// while holding is a loss (while queued, the acquire sees it and queues
+    /// again; once released, we deleted it ourselves).
+    stage: AtomicU8,
+    gone: watch::Sender<bool>,
+}
+
+const QUEUED: u8 = 0;
+const HOLDING: u8 = 1;
+const RELEASED: u8 = 2;
+
+impl NodeWatch {
+    /// Starts watching `path`; once [`hold`](Self::hold) is called, reports
+    /// `reporter`'s lock lost when the node disappears other than by
+    /// [`releasing`](Self::releasing). `children`
+    /// is a child watch on the node's directory set after the node was
+    /// created, if there is one.
+    pub(crate) fn start(
+        client: Client,
+        path: String,
+        reporter: LossReporter,
+        children: Option<OneshotWatcher>,
+    ) -> Self {
+        let (gone_tx, gone) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            stage: AtomicU8::new(QUEUED),
+            gone: gone_tx,
+        });
+        let task = tokio::spawn(watch_node(
+            client,
+            path,
+            reporter,
+            children,
+            Arc::clone(&shared),
+        ));
+        Self { shared, gone, task }
+    }
+
+    /// The node now holds the lock: report it lost if it vanishes. False if
+    /// it is already known to be gone.
+    pub(crate) fn hold(&self) -> bool {
+        self.shared.stage.store(HOLDING, Ordering::SeqCst);
+        !self.is_gone()
+    }
+
+    /// We are about to delete the node ourselves: stop watching it.
+    pub(crate) fn releasing(&self) {
+        self.shared.stage.store(RELEASED, Ordering::SeqCst);
+    }
+
+    /// Whether the node is known to be gone.
+    pub(crate) fn is_gone(&self) -> bool {
+        *self.gone.borrow()
+    }
+
+    /// Resolves once the node is known to be gone.
+    pub(crate) async fn gone(&self) {
+        let mut gone = self.gone.clone();
+        let _ = gone.wait_for(|gone| *gone).await;
+    }
+}
+
+impl Drop for NodeWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn watch_node(
+    client: Client,
+    path: String,
+    reporter: LossReporter,
+    children: Option<OneshotWatcher>,
+    shared: Arc<Shared>,
+) {
+    let ended = match children {
+        // Any change in the directory may be our node going: look closer,
+        // unless it is our own release (no request wasted on that).
+        Some(children) => {
+            let event = children.changed().await;
+            if shared.stage.load(Ordering::SeqCst) == RELEASED {
+                return;
+            }
+            event.event_type == EventType::Session && event.session_state.is_terminated()
+        }
+        None => false,
+    };
+    let reason = loop {
+        if ended {
+            break LossReason::SessionExpired;
+        }
+        if shared.stage.load(Ordering::SeqCst) == RELEASED {
+            return;
+        }
+        match client.check_and_watch_stat(&path).await {
+            Ok((None, _)) => break LossReason::TakenAway,
+            Ok((Some(_), watcher)) => {
+                let event = watcher.changed().await;
+                match event.event_type {
+                    EventType::NodeDeleted => break LossReason::TakenAway,
+                    EventType::Session if event.session_state.is_terminated() => {
+                        break LossReason::SessionExpired
+                    }
+                    // Data changed, or a session event that is not the end:
+                    // watch again (the node may be gone by then).
+                    _ => continue,
+                }
+            }
+            Err(ZkError::SessionExpired | ZkError::ClientClosed | ZkError::AuthFailed) => {
+                break LossReason::SessionExpired
+            }
+            Err(e) if error::is_unavailable(&e) => {
+                if let Err(state) = wait_connected(&client, RECONNECT_WAIT).await {
+                    if state.is_terminated() {
+                        break LossReason::SessionExpired;
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(%e, path, "distlock: cannot watch the lock node; retrying");
+                tokio::time::sleep(RECONNECT_WAIT).await;
+            }
+        }
+    };
+    // Marked gone before the stage is read: `hold` sets the stage before it
+    // reads `gone`, so one of the two sides always sees the other.
+    shared.gone.send_replace(true);
+    if shared.stage.load(Ordering::SeqCst) == HOLDING {
+        reporter.report(reason);
+    }
+}
