@@ -7,7 +7,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use distlock::conformance::{CaseSettings, LockerFactory, Outage};
 use distlock::lock_etcd::keys::queue_prefix;
@@ -16,9 +15,10 @@ use etcd_client::{Client, GetOptions, SortOrder, SortTarget};
 use tokio::sync::OnceCell;
 
 use crate::harness::{
-    env_override, find_program, free_ports, install_hint, probe, shared_server, FaultProxy, Server,
-    ServerSpec, ETCD_URL_VAR,
+    env_override, find_program, free_ports, install_hint, probe, shared_server, Server, ServerSpec,
+    ETCD_URL_VAR,
 };
+use crate::outage::ProxyOutage;
 
 /// Timeouts the test lockers use, so an unreachable cluster fails fast.
 pub const TEST_TIMEOUTS: &str = "connect_timeout=1s&response_timeout=2s";
@@ -286,31 +286,12 @@ impl LockerFactory for EtcdFactory {
         if self.members.is_empty() {
             return None;
         }
-        let mut proxies = Vec::new();
-        for member in &self.members {
-            match FaultProxy::start(*member) {
-                Ok(proxy) => proxies.push(proxy),
-                Err(e) => return Some(Err(LockError::backend("cannot start a fault proxy", e))),
-            }
-        }
-        let url = url_with(&etcd_url(proxies.iter().map(FaultProxy::addr)), settings);
-        let outage: Box<dyn Outage> = Box::new(ProxyOutage(Arc::new(proxies)));
+        let outage = match ProxyOutage::start(&self.members) {
+            Ok(outage) => outage,
+            Err(e) => return Some(Err(e)),
+        };
+        let url = url_with(&etcd_url(outage.addrs()), settings);
+        let outage: Box<dyn Outage> = Box::new(outage);
         Some(distlock::connect(&url).await.map(|locker| (locker, outage)))
-    }
-}
-
-/// Cuts (resets) every connection through the proxies, and restores them.
-#[derive(Debug)]
-pub struct ProxyOutage(pub Arc<Vec<FaultProxy>>);
-
-#[async_trait]
-impl Outage for ProxyOutage {
-    async fn begin(&self) {
-        let proxies = Arc::clone(&self.0);
-        let _ = tokio::task::spawn_blocking(move || proxies.iter().for_each(FaultProxy::cut)).await;
-    }
-
-    async fn end(&self) {
-        self.0.iter().for_each(FaultProxy::restore);
     }
 }

@@ -7,5 +7,6 @@
 
 pub mod etcd;
 pub mod harness;
+pub mod outage;
 pub mod redis;
 pub mod zookeeper;

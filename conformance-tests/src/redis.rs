@@ -6,16 +6,16 @@
 //! `DISTLOCK_TEST_REDIS_URL` (a `redis://` URL) instead of being spawned.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use distlock::conformance::{CaseSettings, LockerFactory, Outage};
 use distlock::{async_trait, LockError, Locker};
 
 use crate::harness::{
-    env_override, eventually, find_program, install_hint, probe, shared_server, FaultProxy, Server,
-    ServerSpec, REDIS_URL_VAR,
+    env_override, eventually, find_program, install_hint, probe, shared_server, Server, ServerSpec,
+    REDIS_URL_VAR,
 };
+use crate::outage::ProxyOutage;
 
 /// Timeouts the test lockers use, so an unreachable server fails fast.
 pub const TEST_TIMEOUTS: &str = "connect_timeout=1s&response_timeout=500ms";
@@ -205,31 +205,13 @@ impl LockerFactory for RedisFactory {
         settings: &CaseSettings,
     ) -> Option<Result<(Locker, Box<dyn Outage>), LockError>> {
         let (scheme, targets) = self.proxied.as_ref()?;
-        let mut proxies = Vec::new();
-        for target in targets {
-            match FaultProxy::start(*target) {
-                Ok(proxy) => proxies.push(proxy),
-                Err(e) => return Some(Err(LockError::backend("cannot start a fault proxy", e))),
-            }
-        }
-        let hosts: Vec<String> = proxies.iter().map(|p| p.addr().to_string()).collect();
+        let outage = match ProxyOutage::start(targets) {
+            Ok(outage) => outage,
+            Err(e) => return Some(Err(e)),
+        };
+        let hosts: Vec<String> = outage.addrs().iter().map(ToString::to_string).collect();
         let url = url_with(&format!("{scheme}://{}", hosts.join(",")), settings);
-        let outage: Box<dyn Outage> = Box::new(ProxyOutage(Arc::new(proxies)));
+        let outage: Box<dyn Outage> = Box::new(outage);
         Some(distlock::connect(&url).await.map(|locker| (locker, outage)))
-    }
-}
-
-/// Cuts (resets) every connection through the proxies, and restores them.
-struct ProxyOutage(Arc<Vec<FaultProxy>>);
-
-#[async_trait]
-impl Outage for ProxyOutage {
-    async fn begin(&self) {
-        let proxies = Arc::clone(&self.0);
-        let _ = tokio::task::spawn_blocking(move || proxies.iter().for_each(FaultProxy::cut)).await;
-    }
-
-    async fn end(&self) {
-        self.0.iter().for_each(FaultProxy::restore);
     }
 }

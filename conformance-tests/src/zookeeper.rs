@@ -19,9 +19,10 @@ use distlock::{async_trait, LockError, Locker};
 
 use crate::harness::probe::tcp_request;
 use crate::harness::{
-    env_override, find_program, free_ports, install_hint, shared_server, FaultProxy, Server,
-    ServerSpec, ZK_URL_VAR,
+    env_override, find_program, free_ports, install_hint, shared_server, Server, ServerSpec,
+    ZK_URL_VAR,
 };
+use crate::outage::ProxyOutage;
 
 /// Debian's ZooKeeper jar; its manifest lists the jars it needs.
 pub const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
@@ -312,30 +313,9 @@ impl LockerFactory for ZkFactory {
         &self,
         settings: &CaseSettings,
     ) -> Option<Result<(Locker, Box<dyn Outage>), LockError>> {
-        let mut proxies = Vec::new();
-        for addr in &self.addrs {
-            match FaultProxy::start(*addr) {
-                Ok(proxy) => proxies.push(proxy),
-                // A non-loopback server (DISTLOCK_TEST_ZK_URL) cannot be cut.
-                Err(_) => return None,
-            }
-        }
-        let addrs: Vec<_> = proxies.iter().map(FaultProxy::addr).collect();
-        let opened = self.open_on(&addrs, settings).await;
-        Some(opened.map(|locker| (locker, Box::new(ProxyOutage(proxies)) as Box<dyn Outage>)))
-    }
-}
-
-/// Cuts and restores every proxy of one locker.
-struct ProxyOutage(Vec<FaultProxy>);
-
-#[async_trait]
-impl Outage for ProxyOutage {
-    async fn begin(&self) {
-        self.0.iter().for_each(FaultProxy::cut);
-    }
-
-    async fn end(&self) {
-        self.0.iter().for_each(FaultProxy::restore);
+        // A non-loopback server (DISTLOCK_TEST_ZK_URL) cannot be cut.
+        let outage = ProxyOutage::start(&self.addrs).ok()?;
+        let opened = self.open_on(&outage.addrs(), settings).await;
+        Some(opened.map(|locker| (locker, Box::new(outage) as Box<dyn Outage>)))
     }
 }

@@ -88,6 +88,18 @@ impl LockError {
         }
     }
 
+    /// Prefixes the reason of an [`InvalidConfig`](Self::InvalidConfig)
+    /// error with `context` (say, the URL with its password masked), so a
+    /// message says where the problem is; other errors pass unchanged.
+    pub fn in_config(self, context: &str) -> Self {
+        match self {
+            Self::InvalidConfig { reason } => Self::InvalidConfig {
+                reason: format!("{context}: {reason}"),
+            },
+            other => other,
+        }
+    }
+
     /// An [`Unavailable`](Self::Unavailable) error wrapping a client error.
     pub fn unavailable(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
         Self::Unavailable {

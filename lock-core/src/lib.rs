@@ -38,6 +38,7 @@
 
 mod backend;
 mod backoff;
+mod credentials;
 mod error;
 mod guard;
 mod key;
@@ -61,6 +62,7 @@ pub use backend::{
     WaitMode,
 };
 pub use backoff::{Backoff, Delays};
+pub use credentials::{Secret, UrlCredentials};
 pub use error::{BoxError, LockError, Result};
 pub use guard::LockGuard;
 pub use key::{LockKey, LockName, Namespace, DEFAULT_NAMESPACE, MAX_KEY_LEN, MAX_NAMESPACE_LEN};

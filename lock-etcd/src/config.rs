@@ -15,35 +15,12 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use lock_core::{redacted, CommonOptions, LockError, LockUrl, UrlOptions};
-use percent_encoding::percent_decode_str;
+use lock_core::{redacted, CommonOptions, LockError, LockUrl, Secret, UrlCredentials, UrlOptions};
 
 /// The port used when a host has none.
 pub const DEFAULT_PORT: u16 = 2379;
 /// How long one request may take when `response_timeout` is not given.
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A secret (a password or a private key): never shown by `Debug`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a secret value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The secret itself, for handing to the client library only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("\"***\"")
-    }
-}
 
 /// A PEM file read when the URL was parsed, remembered with its path.
 #[derive(Clone, PartialEq, Eq)]
@@ -64,7 +41,7 @@ impl PemFile {
         })?;
         Ok(Self {
             path: path.to_owned(),
-            contents: Secret(contents),
+            contents: Secret::new(contents),
         })
     }
 }
@@ -160,7 +137,8 @@ impl EtcdConfig {
                 format!("{scheme}://{host}:{}", h.port.unwrap_or(DEFAULT_PORT))
             })
             .collect();
-        let (user, password) = credentials(url, options).map_err(bad)?;
+        let (user, password) =
+            credentials(url, options).map_err(|e| e.in_config(&format!("`{shown}`")))?;
         let response_timeout = options
             .take_positive_duration("response_timeout")?
             .unwrap_or(DEFAULT_RESPONSE_TIMEOUT);
@@ -200,43 +178,19 @@ fn shown(url: &url::Url) -> String {
     shown.to_string()
 }
 
-type Credentials = (Option<String>, Option<Secret>);
-
-/// The user and password, from the URL's user info or from the options
-/// (not both); percent-escapes in the user info are decoded.
-fn credentials(url: &LockUrl, options: &mut UrlOptions) -> Result<Credentials, String> {
-    let decode = |text: &str, what: &str| {
-        percent_decode_str(text)
-            .decode_utf8()
-            .map(|s| s.into_owned())
-            .map_err(|_| format!("the {what} in the URL is not UTF-8 after percent-decoding"))
-    };
-    let info_user = Some(url.url.username()).filter(|u| !u.is_empty());
-    let info_user = info_user.map(|u| decode(u, "user name")).transpose()?;
-    let info_password = url
-        .url
-        .password()
-        .map(|p| decode(p, "password"))
-        .transpose()?;
-    let option_user = options.take("user");
-    let option_password = options.take("password");
-    let from_info = info_user.is_some() || info_password.is_some();
-    let from_options = option_user.is_some() || option_password.is_some();
-    if from_info && from_options {
-        return Err(
-            "give the user and password either in the URL's user info or as options, not both"
-                .into(),
-        );
-    }
-    let (user, password) = if from_info {
-        (info_user, info_password)
-    } else {
-        (option_user, option_password)
-    };
+/// The user and password (URL user info or options): etcd wants both or
+/// neither.
+fn credentials(
+    url: &LockUrl,
+    options: &mut UrlOptions,
+) -> Result<(Option<String>, Option<Secret>), LockError> {
+    let UrlCredentials { user, password } = UrlCredentials::take(url, options)?;
     match (&user, &password) {
-        (None, Some(_)) => Err("a password needs a user name".into()),
-        (Some(_), None) => Err("user name given without a password".into()),
-        _ => Ok((user, password.map(Secret))),
+        (None, Some(_)) => Err(LockError::invalid_config("a password needs a user name")),
+        (Some(_), None) => Err(LockError::invalid_config(
+            "user name given without a password",
+        )),
+        _ => Ok((user, password)),
     }
 }
 

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use lock_core::{Backend, LockError};
 
 pub use backend::EtcdBackend;
-pub use config::{EtcdConfig, PemFile, Secret, TlsFiles};
+pub use config::{EtcdConfig, PemFile, TlsFiles};
+pub use lock_core::Secret;
 
 /// The URL schemes this crate serves: `etcd://` and `etcds://` (TLS).
 pub const SCHEMES: &[&str] = &["etcd", "etcds"];

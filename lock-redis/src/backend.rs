@@ -298,13 +298,7 @@ impl HeldLock for RedisHeld {
             lock: self.keys.lock.clone(),
             owner: self.owner.clone(),
         };
-        match self.inner.renewer.renew(item, ttl).await? {
-            true => Ok(()),
-            false => Err(LockError::lost(
-                self.key.clone(),
-                LossReason::RenewalRefused,
-            )),
-        }
+        self.inner.renewer.renew_lock(&self.key, item, ttl).await
     }
 
     async fn release(&self) -> Result<(), LockError> {

@@ -9,14 +9,17 @@
 //!
 //! `rediss+cluster://` and `redlocks://` use TLS. Options besides the
 //! common ones (`ttl`, `namespace`, `wait`, `connect_timeout`):
-//! `response_timeout` (default 500 ms) and `tls_ca_file` (a PEM file of
-//! CA certificates to trust instead of the system's roots; TLS URLs only).
+//! `response_timeout` (default 500 ms), `tls_ca_file` (a PEM file of
+//! CA certificates to trust instead of the system's roots; TLS URLs only),
+//! and `user`/`password` as an alternative to the URL's user info.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use lock_core::{mask_credentials, CommonOptions, LockError, LockUrl, UrlOptions};
+use lock_core::{
+    mask_credentials, CommonOptions, LockError, LockUrl, Secret, UrlCredentials, UrlOptions,
+};
 
 /// The port used when a host names none.
 pub const DEFAULT_PORT: u16 = 6379;
@@ -59,28 +62,6 @@ pub struct TlsConfig {
     /// PEM file of CA certificates to trust; `None` trusts the system's
     /// root certificates.
     pub ca_file: Option<PathBuf>,
-}
-
-/// A password, never shown by `Debug` or `Display`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps `value`.
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The secret itself, for the client library only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("\"***\"")
-    }
 }
 
 /// Everything needed to reach the Redis servers of a lock URL.
@@ -164,8 +145,10 @@ impl RedisConfig {
         if db != 0 && topology == Topology::Cluster {
             return Err(bad("Redis Cluster has only database 0".into()));
         }
-        let username = Some(percent_decode(url.url.username())).filter(|u| !u.is_empty());
-        let password = url.url.password().map(|p| Secret::new(percent_decode(p)));
+        let UrlCredentials {
+            user: username,
+            password,
+        } = UrlCredentials::take(url, options).map_err(|e| e.in_config(&format!("`{shown}`")))?;
         let response_timeout = options
             .take_positive_duration("response_timeout")?
             .unwrap_or(DEFAULT_RESPONSE_TIMEOUT);
@@ -202,26 +185,6 @@ fn parse_db(path: &str) -> Result<i64, String> {
             .filter(|n| *n >= 0)
             .ok_or_else(|| format!("path `/{db}` is not a database number")),
     }
-}
-
-/// Decodes `%XX` escapes of URL user info; invalid escapes stay as they are.
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(hi), Some(lo)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((hi * 16 + lo) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

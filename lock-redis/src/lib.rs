@@ -15,7 +15,8 @@ use std::sync::Arc;
 use lock_core::{Backend, LockError};
 
 pub use backend::RedisBackend;
-pub use config::{NodeAddr, RedisConfig, Secret, TlsConfig, Topology};
+pub use config::{NodeAddr, RedisConfig, TlsConfig, Topology};
+pub use lock_core::Secret;
 pub use redlock::RedlockBackend;
 pub use renewal::RenewalStats;
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::LockError;
+use lock_core::{LockError, LossReason};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::conn::{Conn, Timeouts};
@@ -83,8 +83,23 @@ impl Renewer {
         Self { queue, stats }
     }
 
+    /// Renews the lock of `key` (stored as `item.lock`, owned by
+    /// `item.owner`) to `ttl`; [`LockError::Lost`] if it is not ours any
+    /// more.
+    pub(crate) async fn renew_lock(
+        &self,
+        key: &str,
+        item: RenewItem,
+        ttl: Duration,
+    ) -> Result<(), LockError> {
+        match self.renew(item, ttl).await? {
+            true => Ok(()),
+            false => Err(LockError::lost(key, LossReason::RenewalRefused)),
+        }
+    }
+
     /// Renews one lock: `Ok(true)` renewed, `Ok(false)` not ours any more.
-    pub(crate) async fn renew(&self, item: RenewItem, ttl: Duration) -> Result<bool, LockError> {
+    async fn renew(&self, item: RenewItem, ttl: Duration) -> Result<bool, LockError> {
         let (reply, outcome) = oneshot::channel();
         self.queue
             .send(Request { item, ttl, reply })

@@ -12,25 +12,26 @@
 //! `password` (digest auth, instead of user info in the URL), and for
 //! `zks://` `tls_ca_file`, `tls_cert_file`, `tls_key_file` (PEM files).
 
-use std::fmt;
+use percent_encoding::percent_decode_str;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use percent_encoding::percent_decode_str;
-
-use lock_core::{mask_credentials, CommonOptions, HostPort, LockError, LockUrl, UrlOptions};
+use lock_core::{
+    mask_credentials, CommonOptions, HostPort, LockError, LockUrl, Secret, UrlCredentials,
+    UrlOptions,
+};
 
 use crate::names::DEFAULT_BASE;
 
 /// The port used when a host names none.
 pub const DEFAULT_PORT: u16 = 2181;
 
-/// Digest credentials (`user:password`), never shown by `Debug`.
-#[derive(Clone, PartialEq, Eq)]
+/// Digest credentials (`user:password`); `Debug` shows the user only.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DigestAuth {
     /// The user name.
     pub user: String,
-    password: String,
+    password: Secret,
 }
 
 impl DigestAuth {
@@ -38,23 +39,14 @@ impl DigestAuth {
     pub fn new(user: impl Into<String>, password: impl Into<String>) -> Self {
         Self {
             user: user.into(),
-            password: password.into(),
+            password: Secret::new(password),
         }
     }
 
     /// The `user:password` bytes ZooKeeper's digest scheme expects; for the
     /// client library only.
     pub(crate) fn auth_bytes(&self) -> Vec<u8> {
-        format!("{}:{}", self.user, self.password).into_bytes()
-    }
-}
-
-impl fmt::Debug for DigestAuth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DigestAuth")
-            .field("user", &self.user)
-            .field("password", &"***")
-            .finish()
+        format!("{}:{}", self.user, self.password.expose()).into_bytes()
     }
 }
 
@@ -168,32 +160,21 @@ impl ZkConfig {
 }
 
 /// Digest credentials from the URL's user info or the `user`/`password`
-/// options (not both).
+/// options (not both): ZooKeeper's digest scheme needs a user and a
+/// password.
 fn take_auth(
     url: &LockUrl,
     options: &mut UrlOptions,
     bad: &dyn Fn(&str) -> LockError,
 ) -> Result<Option<DigestAuth>, LockError> {
-    let from_options = (options.take("user"), options.take("password"));
-    let userinfo = (!url.url.username().is_empty()).then(|| {
-        let decode = |s: &str| percent_decode_str(s).decode_utf8_lossy().into_owned();
-        (
-            decode(url.url.username()),
-            decode(url.url.password().unwrap_or("")),
-        )
-    });
-    match (userinfo, from_options) {
-        (None, (None, None)) => Ok(None),
-        (Some(_), (Some(_), _) | (_, Some(_))) => Err(bad(
-            "credentials given twice: use user:password@ or the user/password options",
-        )),
-        (Some((user, password)), _) | (None, (Some(user), Some(password))) => {
-            if user.is_empty() || password.is_empty() {
-                return Err(bad("digest auth needs a user and a password"));
-            }
-            Ok(Some(DigestAuth::new(user, password)))
+    let UrlCredentials { user, password } = UrlCredentials::take(url, options)
+        .map_err(|e| e.in_config(&format!("`{}`", mask_credentials(url.url.as_str()))))?;
+    match (user, password) {
+        (None, None) => Ok(None),
+        (Some(user), Some(password)) if !password.expose().is_empty() => {
+            Ok(Some(DigestAuth::new(user, password.expose())))
         }
-        (None, _) => Err(bad("options `user` and `password` go together")),
+        _ => Err(bad("digest auth needs a user and a password")),
     }
 }
 
@@ -271,7 +252,7 @@ mod tests {
         assert_eq!(auth.auth_bytes(), b"alice:s:cret");
         let config = parse("zk://h?user=bob&password=pw").unwrap();
         assert_eq!(config.auth.unwrap().auth_bytes(), b"bob:pw");
-        assert!(reason("zk://h?user=bob").contains("go together"));
+        assert!(reason("zk://h?user=bob").contains("user and a password"));
         assert!(reason("zk://a:b@h?user=bob&password=pw").contains("twice"));
         assert!(reason("zk://a@h").contains("user and a password"));
     }

@@ -1,0 +1,161 @@
+//! `distlock-test-servers NAME...`: starts the named test servers on free
+//! loopback ports with temporary data dirs, through the harness the tests
+//! use, for `scripts/bench.sh` and for manual runs.
+//!
+//! Names: `redis` (one instance), `redis-cluster` (3 masters), `redlock`
+//! (5 independent masters), `etcd` (one member, with fsync like a real
+//! deployment), `zookeeper` (standalone). The servers start in parallel;
+//! once each answers its readiness probe it is printed as one line
+//! `NAME URL` (bare URL, no options), in command-line order, then a line
+//! `ready`.
+//!
+//! Guarantees: the servers are killed (`SIGKILL` to each process group)
+//! and their temp dirs removed when stdin reaches EOF or this process gets
+//! `SIGTERM` or `SIGINT`, also while they are still starting. If this
+//! process dies any other way, the kernel kills each server's main process
+//! (parent-death signal; see `harness::spawn_child`), but its temp dir
+//! stays behind. If a server cannot start (e.g. its program is missing),
+//! the harness's message goes to stderr, every server started so far is
+//! killed, and the exit code is 1.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use conformance_tests::harness::Server;
+use conformance_tests::{etcd, redis, zookeeper};
+use tokio::signal::unix::{signal, SignalKind};
+
+/// Masters of the Redlock deployment.
+const REDLOCK_MASTERS: usize = 5;
+/// Masters of the Redis Cluster.
+const CLUSTER_MASTERS: usize = 3;
+/// Every name this program knows.
+const NAMES: &[&str] = &["redis", "redis-cluster", "redlock", "etcd", "zookeeper"];
+
+/// The servers of one name, and the URL to reach them.
+type Started = (Vec<Server>, String);
+
+/// Starts the servers of `name`; the error is the harness's message.
+async fn start(name: String) -> Result<Started, String> {
+    let hosts = |servers: &[Server]| -> String {
+        let hosts: Vec<String> = servers.iter().map(|s| s.addr().to_string()).collect();
+        hosts.join(",")
+    };
+    match name.as_str() {
+        "redis" => {
+            let server = redis::redis_spec("redis")?.start().await?;
+            let url = format!("redis://{}", server.addr());
+            Ok((vec![server], url))
+        }
+        "redis-cluster" => {
+            let servers = redis::start_cluster(CLUSTER_MASTERS).await?;
+            let url = format!("redis+cluster://{}", hosts(&servers));
+            Ok((servers, url))
+        }
+        "redlock" => {
+            let mut servers = Vec::new();
+            for i in 0..REDLOCK_MASTERS {
+                servers.push(redis::redis_spec(&format!("redlock-{i}"))?.start().await?);
+            }
+            let url = redis::redlock_url(servers.iter().map(Server::addr));
+            Ok((servers, url))
+        }
+        "etcd" => {
+            let server = etcd::etcd_spec("etcd", true)?.start().await?;
+            let url = etcd::etcd_url([server.addr()]);
+            Ok((vec![server], url))
+        }
+        "zookeeper" => {
+            let server = zookeeper::standalone_spec()?.start().await?;
+            let url = zookeeper::zk_url(&[server.addr()], "", "");
+            Ok((vec![server], url))
+        }
+        _ => Err(format!("unknown server {name:?}")),
+    }
+}
+
+/// Starts every server of `names` in parallel and prints their URLs in
+/// order, then `ready`. Returns the servers to keep running.
+async fn start_all(names: Vec<String>) -> Result<Vec<Server>, String> {
+    let tasks: Vec<_> = names
+        .into_iter()
+        .map(|name| (name.clone(), tokio::spawn(start(name))))
+        .collect();
+    let mut running = Vec::new();
+    let mut out = std::io::stdout().lock();
+    for (name, task) in tasks {
+        let (servers, url) = task.await.map_err(|e| format!("{name}: {e}"))??;
+        running.extend(servers);
+        writeln!(out, "{name} {url}")
+            .and_then(|()| out.flush())
+            .map_err(|e| format!("stdout: {e}"))?;
+    }
+    writeln!(out, "ready")
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("stdout: {e}"))?;
+    Ok(running)
+}
+
+/// Installs the SIGTERM and SIGINT handlers at once, and returns a future
+/// that completes when stdin reaches EOF (or fails) or on either signal.
+fn shutdown_requested() -> Result<impl std::future::Future<Output = ()>, String> {
+    let mut term = signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM: {e}"))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT: {e}"))?;
+    let (eof_tx, eof) = tokio::sync::oneshot::channel::<()>();
+    // A plain thread: a blocking read cannot be cancelled, and the thread
+    // must not keep the runtime from shutting down.
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        let _ = eof_tx.send(());
+    });
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+            _ = eof => {}
+        }
+    })
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let names: Vec<String> = std::env::args().skip(1).collect();
+    if names.is_empty() || names.iter().any(|n| !NAMES.contains(&n.as_str())) {
+        eprintln!(
+            "usage: distlock-test-servers NAME...  (NAME: {})\n\
+             prints `NAME URL` per server, then `ready`; \
+             stops them when stdin closes or on SIGTERM/SIGINT",
+            NAMES.join(", ")
+        );
+        return ExitCode::from(2);
+    }
+    // Handlers are in place before the first server starts, so a signal
+    // during start-up still stops what was started: returning drops the
+    // runtime, its tasks and the servers in them.
+    let shutdown = match shutdown_requested() {
+        Ok(shutdown) => shutdown,
+        Err(e) => return fail(&e),
+    };
+    tokio::pin!(shutdown);
+    let servers = tokio::select! {
+        biased; // a start-up error is reported even if stdin is closed
+        started = start_all(names) => started,
+        () = &mut shutdown => return ExitCode::SUCCESS,
+    };
+    match servers {
+        Ok(servers) => {
+            shutdown.await;
+            // Dropping a Server kills its process group and removes its
+            // temp dir.
+            drop(servers);
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+/// Reports `error` on stderr; exit code 1.
+fn fail(error: &str) -> ExitCode {
+    eprintln!("distlock-test-servers: {error}");
+    ExitCode::FAILURE
+}
