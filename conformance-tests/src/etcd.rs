@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use distlock::conformance::{CaseSettings, LockerFactory, Outage};
+use distlock::conformance::{case_url, CaseSettings, LockerFactory, Outage};
 use distlock::lock_etcd::keys::queue_prefix;
 use distlock::{async_trait, LockError, Locker};
 use etcd_client::{Client, GetOptions, SortOrder, SortTarget};
@@ -195,11 +195,7 @@ pub async fn shared_cluster() -> Result<&'static [Server], String> {
 /// Adds the case's ttl and namespace and the test timeouts to `base`.
 pub fn url_with(base: &str, settings: &CaseSettings) -> String {
     let sep = if base.contains('?') { '&' } else { '?' };
-    format!(
-        "{base}{sep}ttl={}ms&namespace={}&{TEST_TIMEOUTS}",
-        settings.ttl.as_millis(),
-        settings.namespace.as_str()
-    )
+    case_url(&format!("{base}{sep}{TEST_TIMEOUTS}"), settings)
 }
 
 /// A plain etcd client on the members of an `etcd://` URL, for acting

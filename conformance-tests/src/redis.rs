@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use distlock::conformance::{CaseSettings, LockerFactory, Outage};
+use distlock::conformance::{case_url, CaseSettings, LockerFactory, Outage};
 use distlock::{async_trait, LockError, Locker};
 
 use crate::harness::{
@@ -176,11 +176,7 @@ pub fn redlock_url(addrs: impl IntoIterator<Item = SocketAddr>) -> String {
 /// Adds the case's ttl and namespace and the test timeouts to `base`.
 pub fn url_with(base: &str, settings: &CaseSettings) -> String {
     let sep = if base.contains('?') { '&' } else { '?' };
-    format!(
-        "{base}{sep}ttl={}ms&namespace={}&{TEST_TIMEOUTS}",
-        settings.ttl.as_millis(),
-        settings.namespace.as_str()
-    )
+    case_url(&format!("{base}{sep}{TEST_TIMEOUTS}"), settings)
 }
 
 /// Opens lockers on a Redis URL; for the outage case it puts a

@@ -6,6 +6,7 @@
 //! distlock [--url URL] status KEY [--json]
 //! distlock [--url URL] check [--filter SUBSTR]
 //! distlock [--url URL] bench [--clients N] [--keys K] [--duration DUR] [--shared] [--json]
+//! distlock [--url URL] bench --hold N [--hold-for DUR] [--json]
 //! ```
 //!
 //! The store is `--url`, else `$DISTLOCK_URL`, else `file://` locks in

@@ -12,7 +12,9 @@ use crate::exit::Failure;
 pub(crate) struct StoreUrl {
     text: String,
     shown: String,
-    password: Option<String>,
+    /// Passwords the URL carries: in its user info and in `password=`
+    /// options, as written.
+    passwords: Vec<String>,
 }
 
 impl StoreUrl {
@@ -36,16 +38,21 @@ impl StoreUrl {
         Ok(Self::new(chosen))
     }
 
-    /// Wraps a URL given by the user (it may not even parse).
+    /// Wraps a URL given by the user (it may not even parse, e.g. a host
+    /// list).
     pub(crate) fn new(text: String) -> Self {
-        let (shown, password) = match ::url::Url::parse(&text) {
+        let (shown, user_info) = match ::url::Url::parse(&text) {
             Ok(url) => (distlock::redacted(&url), url.password().map(str::to_owned)),
             Err(_) => mask_unparsed(&text),
         };
+        // Masking is idempotent; the values to scrub come from the original.
+        let (shown, _) = distlock::mask_password_options(&shown);
+        let (_, options) = distlock::mask_password_options(&text);
+        let passwords = user_info.into_iter().chain(options).collect();
         Self {
             text,
             shown,
-            password,
+            passwords,
         }
     }
 
@@ -59,18 +66,18 @@ impl StoreUrl {
         &self.shown
     }
 
-    /// `message` with the URL's password (as written, and percent-decoded)
-    /// replaced by `***`. A last line of defence: lock-core errors are
-    /// already free of credentials, but the sources they carry come from
-    /// client libraries.
+    /// `message` with the URL's passwords (as written, and
+    /// percent-decoded) replaced by `***`. A last line of defence: lock-core
+    /// errors are already free of credentials, but the sources they carry
+    /// come from client libraries.
     pub(crate) fn scrub(&self, message: &str) -> String {
-        let Some(password) = self.password.as_deref().filter(|p| !p.is_empty()) else {
-            return message.to_owned();
-        };
-        let mut clean = message.replace(password, "***");
-        let decoded = percent_decode(password);
-        if !decoded.is_empty() && decoded != password {
-            clean = clean.replace(&decoded, "***");
+        let mut clean = message.to_owned();
+        for password in self.passwords.iter().filter(|p| !p.is_empty()) {
+            clean = clean.replace(password.as_str(), "***");
+            let decoded = percent_decode(password);
+            if !decoded.is_empty() && decoded != *password {
+                clean = clean.replace(&decoded, "***");
+            }
         }
         clean
     }
@@ -181,5 +188,31 @@ mod tests {
 
         let plain = StoreUrl::new("mem://x".into());
         assert_eq!(plain.scrub("nothing to hide"), "nothing to hide");
+        assert_eq!(plain.shown(), "mem://x");
+    }
+
+    #[test]
+    fn password_options_never_show() {
+        let url = StoreUrl::new("redis://127.0.0.1:1?ttl=2s&password=s%26cret&namespace=a".into());
+        assert_eq!(
+            url.shown(),
+            "redis://127.0.0.1:1?ttl=2s&password=***&namespace=a"
+        );
+        assert_eq!(
+            url.scrub("auth s&cret / s%26cret failed"),
+            "auth *** / *** failed"
+        );
+
+        let hosts = StoreUrl::new("zk://a:1,b:2/app?user=u&password=pw#x".into());
+        assert_eq!(hosts.shown(), "zk://a:1,b:2/app?user=u&password=***#x");
+        assert_eq!(hosts.scrub("digest u:pw"), "digest u:***");
+
+        let both = StoreUrl::new("redis://:one@h:1?password=two".into());
+        assert!(!both.shown().contains("one"), "{}", both.shown());
+        assert!(!both.shown().contains("two"), "{}", both.shown());
+        assert_eq!(both.scrub("one two"), "*** ***");
+
+        let ordinary = StoreUrl::new("etcd://h:2379?passwordless=yes&ttl=3s".into());
+        assert_eq!(ordinary.shown(), "etcd://h:2379?passwordless=yes&ttl=3s");
     }
 }

@@ -13,58 +13,21 @@ use common::{one_line_message, output, signal, stderr, stdout, wait, wait_for, S
 const WORKERS: usize = 8;
 const RUNS_PER_WORKER: usize = 25;
 
-/// The read-modify-write that loses updates unless runs exclude each
-/// other; the sleep widens the window. Also logs the fencing token.
-const INCREMENT: &str =
-    r#"n=$(cat "$1"); sleep 0.002; echo $((n + 1)) > "$1"; echo "$DISTLOCK_TOKEN" >> "$2""#;
-
 #[test]
 fn concurrent_runs_never_lose_an_increment() {
     let store = Store::new();
-    let counter = store.scratch("counter");
-    let tokens = store.scratch("tokens");
-    fs::write(&counter, "0\n").unwrap();
-    let started = Instant::now();
-    thread::scope(|scope| {
-        for _ in 0..WORKERS {
-            scope.spawn(|| {
-                for _ in 0..RUNS_PER_WORKER {
-                    let mut run =
-                        store.distlock(&["run", "counter-key", "--", "sh", "-c", INCREMENT, "sh"]);
-                    run.arg(&counter).arg(&tokens);
-                    let out = output(run);
-                    assert!(out.status.success(), "run failed: {}", stderr(&out));
-                }
-            });
-        }
-    });
-    let total = fs::read_to_string(&counter).unwrap();
-    assert_eq!(total.trim(), (WORKERS * RUNS_PER_WORKER).to_string());
-    let tokens: Vec<u64> = fs::read_to_string(&tokens)
-        .unwrap()
-        .lines()
-        .map(|t| t.parse().expect("numeric token"))
-        .collect();
-    assert_eq!(tokens.len(), WORKERS * RUNS_PER_WORKER);
-    assert!(
-        tokens.windows(2).all(|w| w[0] < w[1]),
-        "tokens not increasing: {tokens:?}"
+    common::assert_concurrent_runs_never_lose_an_increment(
+        &store.url,
+        "counter-key",
+        WORKERS,
+        RUNS_PER_WORKER,
     );
-    eprintln!("{} runs in {:?}", tokens.len(), started.elapsed());
 }
 
 #[test]
 fn tokens_seen_by_successive_runs_increase() {
     let store = Store::new();
-    let tokens: Vec<u64> = (0..5)
-        .map(|_| {
-            let out =
-                output(store.distlock(&["run", "k", "--", "sh", "-c", "echo $DISTLOCK_TOKEN"]));
-            assert!(out.status.success(), "{}", stderr(&out));
-            stdout(&out).trim().parse().expect("numeric token")
-        })
-        .collect();
-    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    common::assert_successive_tokens_increase(&store.url, "k", 5);
 }
 
 #[test]

@@ -52,23 +52,7 @@ fn status_reports_free_then_held_by_the_running_holder() {
 #[test]
 fn check_passes_on_the_file_backend() {
     let store = Store::new();
-    let out = output(store.distlock(&["check"]));
-    let text = stdout(&out);
-    assert!(
-        out.status.success(),
-        "check failed:\n{text}\n{}",
-        stderr(&out)
-    );
-    let summary = text.lines().last().expect("a summary line");
-    assert!(summary.starts_with("check: "), "{summary}");
-    assert!(summary.contains(" passed, 0 failed, "), "{summary}");
-    assert!(summary.ends_with(" not applicable"), "{summary}");
-    assert!(
-        text.lines()
-            .any(|l| l.starts_with("ok    mutual_exclusion (")),
-        "{text}"
-    );
-    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    common::assert_check_passes(&store.url, "file");
 }
 
 #[test]
@@ -175,4 +159,84 @@ fn bench_on_memory_says_the_floor_is_not_available() {
     });
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("floor      n/a"), "{}", stdout(&out));
+}
+
+#[test]
+fn bench_hold_reports_what_holding_locks_costs() {
+    let store = Store::new();
+    let out = output(store.distlock(&["bench", "--hold", "200", "--hold-for", "1s", "--json"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&out)).expect("bench --hold --json is JSON");
+    assert_eq!(json["backend"], "file");
+    assert!(json["namespace"].as_str().unwrap().starts_with("bench-"));
+    assert!(json["ttl_ms"].is_number(), "{json}");
+    let hold = &json["hold"];
+    assert_eq!(hold["locks"], 200, "{json}");
+    assert_eq!(hold["lost"], 0, "{json}");
+    let window = hold["window_ms"].as_f64().expect("window_ms");
+    assert!((1000.0..5000.0).contains(&window), "{json}");
+    assert!(hold["acquire_ms"].is_number(), "{json}");
+    let measured = [
+        "write_syscalls",
+        "write_syscalls_per_sec",
+        "bytes_written",
+        "bytes_written_per_sec",
+        "rss_before_bytes",
+        "rss_after_bytes",
+        "rss_per_lock_bytes",
+    ];
+    for field in measured {
+        if cfg!(target_os = "linux") {
+            assert!(hold[field].is_number(), "hold.{field}: {json}");
+        } else {
+            assert!(hold[field].is_null(), "hold.{field}: {json}");
+        }
+    }
+    // The throughput measurements do not run alongside.
+    assert!(json.get("throughput").is_none(), "{json}");
+
+    // Every lock was released: another process takes one at once.
+    let namespace = json["namespace"].as_str().unwrap();
+    let url = format!("{}?namespace={namespace}", store.url);
+    let free = output(common::distlock_at(
+        &url,
+        &["run", "bench/hold-199", "--wait", "0", "--", "true"],
+    ));
+    assert!(free.status.success(), "{}", stderr(&free));
+}
+
+#[test]
+fn bench_hold_table_names_every_number() {
+    let out = output({
+        let mut command = common::distlock();
+        command.args([
+            "--url",
+            "mem://",
+            "bench",
+            "--hold",
+            "50",
+            "--hold-for",
+            "200ms",
+        ]);
+        command
+    });
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert!(text.contains("backend    mem"), "{text}");
+    assert!(
+        text.contains("holding 50 locks on one locker for "),
+        "{text}"
+    );
+    for label in [
+        "write syscalls/s",
+        "bytes written/s",
+        "RSS per held lock",
+        "lost while held",
+    ] {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(label)),
+            "no {label:?} row:\n{text}"
+        );
+    }
 }

@@ -3,58 +3,89 @@
 
 use std::fmt;
 
-use lock_core::{async_trait, LockError, Locker};
+use lock_core::{async_trait, mask_credentials, LockError, LockUrl, Locker};
 
 pub use lock_core::conformance::*;
 
 /// Opens each locker with [`connect`](crate::connect) on a base URL, with
-/// the case's `ttl` and `namespace` replacing those of the URL.
+/// the case's `ttl` and `namespace` replacing those of the URL. Host-list
+/// URLs (`redlock://a,b,c`, `etcd://a,b`, `zk://a,b/chroot`) work.
 #[derive(Clone)]
 pub struct UrlFactory {
-    base: url::Url,
+    base: String,
 }
 
 impl UrlFactory {
-    /// Checks that `url` parses; connecting happens per locker.
+    /// Checks that `url` parses as a lock URL; connecting happens per
+    /// locker. Errors never contain the password.
     pub fn new(url: &str) -> Result<Self, LockError> {
-        let base = url::Url::parse(url)
-            .map_err(|error| LockError::invalid_config(format!("not a lock URL: {error}")))?;
-        Ok(Self { base })
+        LockUrl::parse(url)?;
+        Ok(Self {
+            base: url.to_owned(),
+        })
     }
 
     /// The URL a locker with `settings` is opened on.
-    pub fn url_for(&self, settings: &CaseSettings) -> url::Url {
-        let kept: Vec<(String, String)> = self
-            .base
-            .query_pairs()
-            .filter(|(name, _)| name != "ttl" && name != "namespace")
-            .map(|(n, v)| (n.into_owned(), v.into_owned()))
-            .collect();
-        let mut url = self.base.clone();
-        url.set_query(None);
-        {
-            let mut query = url.query_pairs_mut();
-            for (name, value) in &kept {
-                query.append_pair(name, value);
-            }
-            query.append_pair("ttl", &format!("{}ms", settings.ttl.as_millis()));
-            query.append_pair("namespace", settings.namespace.as_str());
-        }
-        url
+    pub fn url_for(&self, settings: &CaseSettings) -> String {
+        case_url(&self.base, settings)
     }
+}
+
+/// `base` with its `ttl` and `namespace` options replaced by those of
+/// `settings`, every other option kept as written. Works on the text, so
+/// host-list URLs (which the `url` crate rejects) work too.
+pub fn case_url(base: &str, settings: &CaseSettings) -> String {
+    let (head, query) = base.split_once('?').unwrap_or((base, ""));
+    let mut pairs: Vec<String> = query
+        .split('&')
+        .filter(|pair| {
+            let name = pair.split('=').next().unwrap_or_default();
+            !pair.is_empty() && name != "ttl" && name != "namespace"
+        })
+        .map(str::to_owned)
+        .collect();
+    pairs.push(format!("ttl={}ms", settings.ttl.as_millis()));
+    pairs.push(format!("namespace={}", settings.namespace.as_str()));
+    format!("{head}?{}", pairs.join("&"))
 }
 
 #[async_trait]
 impl LockerFactory for UrlFactory {
     async fn open(&self, settings: &CaseSettings) -> Result<Locker, LockError> {
-        crate::connect(self.url_for(settings).as_str()).await
+        crate::connect(&self.url_for(settings)).await
     }
 }
 
 impl fmt::Debug for UrlFactory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("UrlFactory")
-            .field("base", &lock_core::redacted(&self.base))
+            .field("base", &mask_credentials(&self.base))
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn case_settings_replace_the_urls_own_on_host_lists_too() {
+        let settings = CaseSettings {
+            namespace: lock_core::Namespace::new("case-ns").unwrap(),
+            ttl: Duration::from_millis(1500),
+        };
+        let factory =
+            UrlFactory::new("redlock://u:pw@a:1,b:2,c:3/?ttl=9s&response_timeout=1s").unwrap();
+        assert_eq!(
+            factory.url_for(&settings),
+            "redlock://u:pw@a:1,b:2,c:3/?response_timeout=1s&ttl=1500ms&namespace=case-ns"
+        );
+        assert_eq!(
+            case_url("zk://a:1,b:2/app", &settings),
+            "zk://a:1,b:2/app?ttl=1500ms&namespace=case-ns"
+        );
+        assert!(!format!("{factory:?}").contains("pw"));
     }
 }

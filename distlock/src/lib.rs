@@ -10,12 +10,12 @@ use std::sync::Arc;
 pub use lock_core::*;
 pub use scheme::{Scheme, KNOWN_SCHEMES};
 
+#[cfg(feature = "etcd")]
+pub use lock_etcd;
 #[cfg(feature = "file")]
 pub use lock_file;
 #[cfg(feature = "redis")]
 pub use lock_redis;
-#[cfg(feature = "etcd")]
-pub use lock_etcd;
 #[cfg(feature = "zookeeper")]
 pub use lock_zookeeper;
 
@@ -155,21 +155,37 @@ mod tests {
             // (no server needed), which proves the dispatch reached it.
             (
                 "etcd://127.0.0.1:2379?colour=red".into(),
-                if cfg!(feature = "etcd") { Err("unknown option `colour` for etcd://") } else { Err("`etcd` feature") },
+                if cfg!(feature = "etcd") {
+                    Err("unknown option `colour` for etcd://")
+                } else {
+                    Err("`etcd` feature")
+                },
             ),
             (
                 "etcds://127.0.0.1:2379?ca_file=/nonexistent/ca.pem".into(),
-                if cfg!(feature = "etcd") { Err("cannot read /nonexistent/ca.pem") } else { Err("`etcd` feature") },
+                if cfg!(feature = "etcd") {
+                    Err("cannot read /nonexistent/ca.pem")
+                } else {
+                    Err("`etcd` feature")
+                },
             ),
             // With the feature on, each ZooKeeper URL fails in the ZooKeeper
             // parser (no server needed): the dispatch reached it.
             (
                 "zk://127.0.0.1:2181/app?colour=red".into(),
-                if cfg!(feature = "zookeeper") { Err("unknown option `colour` for zk://") } else { Err("`zookeeper` feature") },
+                if cfg!(feature = "zookeeper") {
+                    Err("unknown option `colour` for zk://")
+                } else {
+                    Err("`zookeeper` feature")
+                },
             ),
             (
                 "zks://127.0.0.1:2181?tls_cert_file=/c.pem".into(),
-                if cfg!(feature = "zookeeper") { Err("`tls_cert_file` and `tls_key_file` go together") } else { Err("`zookeeper` feature") },
+                if cfg!(feature = "zookeeper") {
+                    Err("`tls_cert_file` and `tls_key_file` go together")
+                } else {
+                    Err("`zookeeper` feature")
+                },
             ),
             (
                 "consul://x".into(),

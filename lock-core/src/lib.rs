@@ -66,7 +66,7 @@ pub use credentials::{Secret, UrlCredentials};
 pub use error::{BoxError, LockError, Result};
 pub use guard::LockGuard;
 pub use key::{LockKey, LockName, Namespace, DEFAULT_NAMESPACE, MAX_KEY_LEN, MAX_NAMESPACE_LEN};
-pub use lock_url::{mask_credentials, HostPort, LockUrl};
+pub use lock_url::{mask_credentials, mask_password_options, HostPort, LockUrl};
 pub use locker::Locker;
 pub use loss::{loss_channel, LossReason, LossReporter, LossSignal};
 pub use memory::MemoryBackend;

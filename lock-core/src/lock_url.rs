@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use percent_encoding::percent_decode_str;
 use url::Url;
 
 use crate::error::LockError;
@@ -90,20 +91,60 @@ impl LockUrl {
     }
 }
 
-/// Hides anything between `://` and the last `@` of a URL, in case it
-/// holds credentials.
+/// The URL for messages and logs: anything between `://` and the last `@`
+/// (user info, which may hold a password) and the value of every
+/// `password` option are replaced by `***`. Works on host-list URLs.
 pub fn mask_credentials(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
+    let (masked, _) = mask_password_options(url);
+    match (masked.find("://"), masked.rfind('@')) {
         (Some(start), Some(at)) if at > start => {
-            format!("{}://***@{}", &url[..start], &url[at + 1..])
+            format!("{}://***@{}", &masked[..start], &masked[at + 1..])
         }
-        _ => url.to_owned(),
+        _ => masked,
     }
+}
+
+/// `url` with the value of every `password` query option replaced by
+/// `***`, and those values as written (still percent-encoded), so a
+/// caller can also scrub them from messages that quote them.
+pub fn mask_password_options(url: &str) -> (String, Vec<String>) {
+    let Some(start) = url.find('?') else {
+        return (url.to_owned(), Vec::new());
+    };
+    let (head, rest) = url.split_at(start + 1);
+    let (query, fragment) = rest.split_at(rest.find('#').unwrap_or(rest.len()));
+    let mut passwords = Vec::new();
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, value)) if percent_decode_str(name).decode_utf8_lossy() == "password" => {
+                passwords.push(value.to_owned());
+                format!("{name}=***")
+            }
+            _ => pair.to_owned(),
+        })
+        .collect();
+    (format!("{head}{}{fragment}", pairs.join("&")), passwords)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn masking_hides_user_info_and_password_options() {
+        assert_eq!(
+            mask_credentials("redlock://u:s3cret@a:1,b:2/?ttl=1s"),
+            "redlock://***@a:1,b:2/?ttl=1s"
+        );
+        assert_eq!(
+            mask_credentials("etcd://a:1,b:2?user=root&password=s3cret&ttl=2s"),
+            "etcd://a:1,b:2?user=root&password=***&ttl=2s"
+        );
+        let (shown, found) = mask_password_options("zk://h?pass%77ord=p%40w");
+        assert_eq!(shown, "zk://h?pass%77ord=***");
+        assert_eq!(found, ["p%40w"]);
+    }
 
     fn hosts(text: &str) -> Vec<String> {
         LockUrl::parse(text)

@@ -248,7 +248,7 @@ pub fn redacted(url: &url::Url) -> String {
     if shown.password().is_some() {
         let _ = shown.set_password(Some("***"));
     }
-    shown.to_string()
+    crate::lock_url::mask_password_options(shown.as_str()).0
 }
 
 #[cfg(test)]
@@ -259,5 +259,7 @@ mod redaction_tests {
         let shown = super::redacted(&url);
         assert!(!shown.contains("s3cret"));
         assert!(shown.contains("user:***@host"));
+        let url = url::Url::parse("etcd://h:1?user=u&password=s3cret").unwrap();
+        assert_eq!(super::redacted(&url), "etcd://h:1?user=u&password=***");
     }
 }

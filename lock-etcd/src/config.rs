@@ -108,7 +108,7 @@ impl EtcdConfig {
         options: &mut UrlOptions,
         common: &CommonOptions,
     ) -> Result<Self, LockError> {
-        let shown = shown(&url.url);
+        let shown = redacted(&url.url);
         let bad = |why: String| LockError::invalid_config(format!("`{shown}`: {why}"));
         let tls = match url.scheme() {
             "etcd" => false,
@@ -155,27 +155,6 @@ impl EtcdConfig {
             response_timeout,
         })
     }
-}
-
-/// `url` for messages: no password, neither in the user info nor in a
-/// `password` option.
-fn shown(url: &url::Url) -> String {
-    let mut shown = url::Url::parse(&redacted(url)).unwrap_or_else(|_| url.clone());
-    if url.query_pairs().any(|(name, _)| name == "password") {
-        let pairs: Vec<(String, String)> = url
-            .query_pairs()
-            .map(|(name, value)| {
-                let value = if name == "password" {
-                    "***".into()
-                } else {
-                    value
-                };
-                (name.into_owned(), value.into_owned())
-            })
-            .collect();
-        shown.query_pairs_mut().clear().extend_pairs(pairs);
-    }
-    shown.to_string()
 }
 
 /// The user and password (URL user info or options): etcd wants both or

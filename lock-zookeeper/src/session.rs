@@ -263,7 +263,13 @@ async fn monitor(mut states: StateWatcher, registry: Arc<Registry>, window: Dura
             SessionState::Expired | SessionState::AuthFailed | SessionState::Closed => {
                 registry.ended.store(true, Ordering::SeqCst);
                 let count = registry.report_all(LossReason::SessionExpired);
-                tracing::warn!(%state, count, "distlock: ZooKeeper session ended; its locks are lost");
+                // Closing a session that holds nothing (the locker was
+                // dropped) is routine; anything else costs someone a lock.
+                if state == SessionState::Closed && count == 0 {
+                    tracing::debug!("distlock: ZooKeeper session closed");
+                } else {
+                    tracing::warn!(%state, count, "distlock: ZooKeeper session ended; its locks are lost");
+                }
                 return;
             }
         }

@@ -1,5 +1,6 @@
 //! `distlock bench`: latency, handoff and throughput of a store through
-//! distlock, against the store's raw floor (DESIGN §9).
+//! distlock, against the store's raw floor (DESIGN §9); with `--hold N`,
+//! instead, what holding N locks costs the client process (see [`hold`]).
 //!
 //! Everything runs in one process and one run, so the ratios to the floor
 //! hold on a noisy machine: the uncontended test alternates blocks of ours
@@ -7,6 +8,7 @@
 //! fresh namespace `bench-<random>`, so runs never collide with each other
 //! or with real locks.
 
+mod hold;
 mod measure;
 mod report;
 mod stats;
@@ -21,10 +23,13 @@ use crate::cli::BenchArgs;
 use crate::exit::{Failure, SUCCESS};
 use crate::output;
 use crate::url::StoreUrl;
-use report::BenchReport;
+use report::{BenchReport, HoldReport};
 
 /// Runs the benchmark and prints its table (or JSON).
 pub(crate) async fn bench(store: &StoreUrl, args: BenchArgs) -> Result<i32, Failure> {
+    if let Some(locks) = args.hold {
+        return bench_hold(store, locks, args.hold_for, args.json).await;
+    }
     let clients = usize::try_from(args.clients).unwrap_or(usize::MAX);
     let keys = usize::try_from(args.keys).unwrap_or(usize::MAX);
     let opener = Opener::new(store, args.shared).await?;
@@ -54,12 +59,44 @@ pub(crate) async fn bench(store: &StoreUrl, args: BenchArgs) -> Result<i32, Fail
     }
     .with_results(&uncontended, &handoff, &ours, floor.as_ref());
     let text = if args.json {
-        serde_json::to_string_pretty(&report).map_err(|e| Failure::other(e.to_string()))?
+        to_json(&report)?
     } else {
         report.table()
     };
     output::line(&text)?;
     Ok(SUCCESS)
+}
+
+/// `bench --hold`: only the cost of holding `locks` locks for `window`,
+/// alone in the process so that the write counters see nothing else.
+async fn bench_hold(
+    store: &StoreUrl,
+    locks: u32,
+    window: std::time::Duration,
+    json: bool,
+) -> Result<i32, Failure> {
+    let opener = Opener::new(store, false).await?;
+    let locker = opener.open().await?;
+    let locks = usize::try_from(locks).unwrap_or(usize::MAX);
+    let cost = hold::hold(&locker, locks, window).await?;
+    let report = HoldReport {
+        backend: locker.backend_name(),
+        url: store.shown().to_owned(),
+        namespace: opener.namespace.clone(),
+        ttl: locker.options().ttl,
+        hold: cost,
+    };
+    let text = if json {
+        to_json(&report)?
+    } else {
+        report.table()
+    };
+    output::line(&text)?;
+    Ok(SUCCESS)
+}
+
+fn to_json(report: &impl serde::Serialize) -> Result<String, Failure> {
+    serde_json::to_string_pretty(report).map_err(|e| Failure::other(e.to_string()))
 }
 
 /// Opens the lockers and floor probes of one run, all in the run's

@@ -1,8 +1,11 @@
 //! Helpers shared by the command's tests: a private file store per test,
-//! running `distlock` with a time limit, and reading its messages.
+//! running `distlock` with a time limit, reading its messages, and the
+//! cross-process checks every store must pass (a counter no run loses an
+//! increment of, fencing tokens that increase from run to run).
 
 #![allow(dead_code, unreachable_pub)] // each test file uses a different part
 
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::thread;
@@ -10,6 +13,9 @@ use std::time::{Duration, Instant};
 
 /// No single `distlock` call in these tests should come near this.
 pub const LIMIT: Duration = Duration::from_secs(30);
+/// ... except `distlock check`: its cases run concurrently, the slowest
+/// waiting out a ttl and slack, longer on a loaded machine.
+pub const CHECK_LIMIT: Duration = Duration::from_secs(180);
 
 /// A file lock store in a fresh temporary directory.
 pub struct Store {
@@ -40,9 +46,7 @@ impl Store {
 
     /// `distlock --url <this store> ARGS...`.
     pub fn distlock(&self, args: &[&str]) -> Command {
-        let mut command = distlock();
-        command.arg("--url").arg(&self.url).args(args);
-        command
+        distlock_at(&self.url, args)
     }
 
     /// Spawns `distlock run KEY -- sh -c SCRIPT` with output discarded,
@@ -70,9 +74,22 @@ pub fn distlock() -> Command {
     command
 }
 
+/// `distlock --url URL ARGS...`.
+pub fn distlock_at(url: &str, args: &[&str]) -> Command {
+    let mut command = distlock();
+    command.arg("--url").arg(url).args(args);
+    command
+}
+
 /// Runs `command` to completion within [`LIMIT`], capturing its output;
 /// kills it and fails the test if it hangs.
-pub fn output(mut command: Command) -> Output {
+pub fn output(command: Command) -> Output {
+    output_within(command, LIMIT)
+}
+
+/// Runs `command` to completion within `limit`, capturing its output;
+/// kills it and fails the test if it hangs.
+pub fn output_within(mut command: Command, limit: Duration) -> Output {
     let child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -84,11 +101,11 @@ pub fn output(mut command: Command) -> Output {
     thread::spawn(move || {
         let _ = done.send(child.wait_with_output());
     });
-    match waited.recv_timeout(LIMIT) {
+    match waited.recv_timeout(limit) {
         Ok(output) => output.expect("wait for distlock"),
         Err(_) => {
             signal(pid, libc::SIGKILL);
-            panic!("distlock {command:?} did not finish within {LIMIT:?}");
+            panic!("distlock {command:?} did not finish within {limit:?}");
         }
     }
 }
@@ -150,4 +167,105 @@ pub fn one_line_message(output: &Output) -> String {
     );
     assert!(lines[0].starts_with("distlock: "), "{stderr:?}");
     lines[0].to_owned()
+}
+
+/// The read-modify-write that loses updates unless runs exclude each
+/// other; the sleep widens the window. Also logs the fencing token. `$1`
+/// is the counter file, `$2` the token log.
+pub const INCREMENT: &str =
+    r#"n=$(cat "$1"); sleep 0.002; echo $((n + 1)) > "$1"; echo "$DISTLOCK_TOKEN" >> "$2""#;
+
+/// Runs `workers` threads, each doing `runs` successive
+/// `distlock --url URL run KEY -- sh -c INCREMENT` on one counter file, and
+/// asserts that no increment was lost and that the tokens the runs saw,
+/// in the order they held the lock, strictly increase. Returns the tokens.
+pub fn assert_concurrent_runs_never_lose_an_increment(
+    url: &str,
+    key: &str,
+    workers: usize,
+    runs: usize,
+) -> Vec<u64> {
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let counter = scratch.path().join("counter");
+    let tokens = scratch.path().join("tokens");
+    fs::write(&counter, "0\n").unwrap();
+    let started = Instant::now();
+    thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                for _ in 0..runs {
+                    let mut run =
+                        distlock_at(url, &["run", key, "--", "sh", "-c", INCREMENT, "sh"]);
+                    run.arg(&counter).arg(&tokens);
+                    let out = output(run);
+                    assert!(out.status.success(), "run failed: {}", stderr(&out));
+                }
+            });
+        }
+    });
+    let total = fs::read_to_string(&counter).unwrap();
+    assert_eq!(
+        total.trim(),
+        (workers * runs).to_string(),
+        "lost increments"
+    );
+    let tokens: Vec<u64> = fs::read_to_string(&tokens)
+        .unwrap()
+        .lines()
+        .map(|t| t.parse().expect("numeric token"))
+        .collect();
+    assert_eq!(tokens.len(), workers * runs);
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens not increasing: {tokens:?}"
+    );
+    eprintln!("{} runs in {:?}", tokens.len(), started.elapsed());
+    tokens
+}
+
+/// Runs `distlock --url URL run KEY -- sh -c 'echo $DISTLOCK_TOKEN'` `runs`
+/// times, one after another, and asserts that each run saw a greater
+/// token than the one before. Returns the tokens.
+pub fn assert_successive_tokens_increase(url: &str, key: &str, runs: usize) -> Vec<u64> {
+    let tokens: Vec<u64> = (0..runs)
+        .map(|_| {
+            let out = output(distlock_at(
+                url,
+                &["run", key, "--", "sh", "-c", "echo $DISTLOCK_TOKEN"],
+            ));
+            assert!(out.status.success(), "{}", stderr(&out));
+            stdout(&out).trim().parse().expect("numeric token")
+        })
+        .collect();
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    tokens
+}
+
+/// Runs `distlock --url URL check` and asserts that it exits 0, that it
+/// ran on `backend`, that every case passed or was not applicable, and
+/// that no panic reached stderr. Returns its stdout.
+pub fn assert_check_passes(url: &str, backend: &str) -> String {
+    let out = output_within(distlock_at(url, &["check"]), CHECK_LIMIT);
+    let text = stdout(&out);
+    assert!(
+        out.status.success(),
+        "check failed:\n{text}\n{}",
+        stderr(&out)
+    );
+    let header = text.lines().next().expect("a header line");
+    assert!(
+        header.starts_with("checking ") && header.contains(&format!(" ({backend} backend): ")),
+        "{header}"
+    );
+    let summary = text.lines().last().expect("a summary line");
+    assert!(summary.starts_with("check: "), "{summary}");
+    assert!(summary.contains(" passed, 0 failed, "), "{summary}");
+    assert!(summary.ends_with(" not applicable"), "{summary}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("ok    mutual_exclusion (")),
+        "{text}"
+    );
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    text
 }

@@ -1,0 +1,159 @@
+//! `distlock check` and `distlock run` on real Redis, etcd and ZooKeeper
+//! servers: the ones the conformance-tests harness starts, once per test
+//! binary, on free loopback ports (or the running servers
+//! `DISTLOCK_TEST_REDIS_URL`, `DISTLOCK_TEST_ETCD_URL` and
+//! `DISTLOCK_TEST_ZK_URL` name). A server that cannot be started fails
+//! the test with the harness's message saying what to install; it never
+//! passes silently.
+//!
+//! Each store's tests compile only with distlock-cli's cargo feature for
+//! it (the `distlock` binary under test is built with the same features):
+//! `cargo test -p distlock-cli` runs Redis and ZooKeeper, `--all-features`
+//! adds etcd. Every test uses a namespace of its own, so they share the
+//! servers and run in parallel.
+
+#![cfg(any(feature = "redis", feature = "etcd", feature = "zookeeper"))]
+
+mod common;
+
+use std::future::Future;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use common::{
+    assert_check_passes, assert_concurrent_runs_never_lose_an_increment,
+    assert_successive_tokens_increase,
+};
+
+/// Concurrent `distlock run` processes per counter test, and runs each.
+/// Every run connects afresh (a new connection, lease or session), so
+/// fewer than on the file store.
+const WORKERS: usize = 8;
+const RUNS_PER_WORKER: usize = 8;
+/// Successive runs whose tokens must increase.
+const SUCCESSIVE_RUNS: usize = 5;
+/// The ttl of the `run` tests' locks: a holder left behind by a failed
+/// test stops blocking soon. (`check` ignores the URL's ttl and namespace:
+/// each case opens its lockers with its own, see `UrlFactory`.)
+const RUN_TTL: &str = "ttl=5s";
+
+/// The address of a harness server: awaits `start` on a runtime of its
+/// own (the servers outlive it, kept by the harness for the process) and
+/// fails the test with the harness's message if the server cannot be had.
+fn harness<T>(start: impl Future<Output = Result<T, String>>) -> T {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime
+        .block_on(start)
+        .unwrap_or_else(|error| panic!("test server unavailable: {error}"))
+}
+
+/// `namespace=…` unique to this test and this run, plus `options`.
+fn options(test: &str, options: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    let namespace = format!("cli-{test}-{}-{nanos:x}", std::process::id());
+    if options.is_empty() {
+        format!("namespace={namespace}")
+    } else {
+        format!("namespace={namespace}&{options}")
+    }
+}
+
+/// `base` with `query` appended, whether or not it already has a query.
+#[cfg(any(feature = "redis", feature = "etcd"))]
+fn with_query(base: &str, query: &str) -> String {
+    let separator = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{separator}{query}")
+}
+
+#[cfg(feature = "redis")]
+fn redis_url(test: &str, extra: &str) -> String {
+    let base = harness(conformance_tests::redis::shared_redis_url());
+    with_query(&base, &options(test, extra))
+}
+
+#[cfg(feature = "etcd")]
+fn etcd_url(test: &str, extra: &str) -> String {
+    let base = harness(conformance_tests::etcd::shared_etcd_url());
+    with_query(&base, &options(test, extra))
+}
+
+#[cfg(feature = "zookeeper")]
+fn zookeeper_url(test: &str, extra: &str) -> String {
+    let addrs = harness(conformance_tests::zookeeper::shared_standalone());
+    conformance_tests::zookeeper::zk_url(&addrs, "", &options(test, extra))
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn check_passes_on_redis() {
+    assert_check_passes(&redis_url("check", ""), "redis");
+}
+
+/// A host-list URL: `check` must pass it through intact (the `url` crate
+/// alone rejects `a:1,b:2,c:3`).
+#[cfg(feature = "redis")]
+#[test]
+fn check_passes_on_redlock_over_three_masters() {
+    let masters = harness(conformance_tests::redis::shared_redlock_servers(3));
+    let base = conformance_tests::redis::redlock_url(masters.iter().map(|m| m.addr()));
+    assert_check_passes(&with_query(&base, &options("redlock", "")), "redlock");
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn concurrent_runs_never_lose_an_increment_on_redis() {
+    let url = redis_url("counter", RUN_TTL);
+    assert_concurrent_runs_never_lose_an_increment(&url, "counter", WORKERS, RUNS_PER_WORKER);
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn tokens_seen_by_successive_runs_increase_on_redis() {
+    let url = redis_url("tokens", RUN_TTL);
+    assert_successive_tokens_increase(&url, "k", SUCCESSIVE_RUNS);
+}
+
+#[cfg(feature = "etcd")]
+#[test]
+fn check_passes_on_etcd() {
+    assert_check_passes(&etcd_url("check", ""), "etcd");
+}
+
+#[cfg(feature = "etcd")]
+#[test]
+fn concurrent_runs_never_lose_an_increment_on_etcd() {
+    let url = etcd_url("counter", RUN_TTL);
+    assert_concurrent_runs_never_lose_an_increment(&url, "counter", WORKERS, RUNS_PER_WORKER);
+}
+
+#[cfg(feature = "etcd")]
+#[test]
+fn tokens_seen_by_successive_runs_increase_on_etcd() {
+    let url = etcd_url("tokens", RUN_TTL);
+    assert_successive_tokens_increase(&url, "k", SUCCESSIVE_RUNS);
+}
+
+#[cfg(feature = "zookeeper")]
+#[test]
+fn check_passes_on_zookeeper() {
+    assert_check_passes(&zookeeper_url("check", ""), "zookeeper");
+}
+
+#[cfg(feature = "zookeeper")]
+#[test]
+fn concurrent_runs_never_lose_an_increment_on_zookeeper() {
+    let url = zookeeper_url("counter", RUN_TTL);
+    assert_concurrent_runs_never_lose_an_increment(&url, "counter", WORKERS, RUNS_PER_WORKER);
+}
+
+#[cfg(feature = "zookeeper")]
+#[test]
+fn tokens_seen_by_successive_runs_increase_on_zookeeper() {
+    let url = zookeeper_url("tokens", RUN_TTL);
+    assert_successive_tokens_increase(&url, "k", SUCCESSIVE_RUNS);
+}
