@@ -2,12 +2,27 @@
 # scripts/bench.sh — measure every backend in one run, so ratios between
 # them and against each store's raw floor hold on a noisy machine.
 #
-#   scripts/bench.sh                 # default: 16 clients, 1 and 1000 keys, 5 s each
+#   scripts/bench.sh                         # all backends, 16 clients, 1 and 1000 keys, 5 s each
 #   DURATION=2s CLIENTS=8 scripts/bench.sh
-#   scripts/bench.sh --json          # machine-readable, one JSON object per run
+#   BACKENDS="redis etcd" scripts/bench.sh   # a subset, in this order
+#   scripts/bench.sh --json                  # machine-readable, one JSON object per run
 #
-# Backends whose servers this script can start on loopback are added here
-# as their crates land; today: mem:// and file://.
+# Backends (default: all, in this order):
+#   file           file:// in a temp dir
+#   mem            mem://, in process
+#   redis          one redis-server
+#   redis-cluster  Redis Cluster of 3 masters, no replicas
+#   redlock        Redlock over 5 independent redis-server masters
+#   etcd           one etcd member, WITH fsync (no --unsafe-no-fsync), as a
+#                  real deployment runs; its data dir is under $TMPDIR
+#   zookeeper      one standalone ZooKeeper (fsyncs its log by default)
+#
+# Servers are started by the `distlock-test-servers` binary of
+# conformance-tests (the harness the tests use) on free loopback ports,
+# with temp data dirs and without persistence for Redis. It runs as a
+# coprocess; the servers die with it when this script exits, on error,
+# Ctrl-C or SIGTERM (its stdin closes), and its temp dirs are removed.
+# Servers run on the same machine as the clients and compete for its cores.
 set -euo pipefail
 
 script_dir=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
@@ -15,13 +30,88 @@ cd "$script_dir/.."
 
 DURATION=${DURATION:-5s}
 CLIENTS=${CLIENTS:-16}
+BACKENDS=${BACKENDS:-file mem redis redis-cluster redlock etcd zookeeper}
 extra=("$@")
 
-cargo build -q --release -p distlock-cli
-bin="${CARGO_TARGET_DIR:-target}/release/distlock"
+# Timeouts a benchmark on a loaded 2-core machine will not trip (the
+# tests use 500 ms to 2 s so that an unreachable server fails fast). The
+# ZooKeeper session timeout is the test server's maximum (20 ticks of
+# 500 ms; the default, the 30 s ttl, would be cut to it anyway).
+REDIS_OPTS="connect_timeout=5s&response_timeout=5s"
+ETCD_OPTS="connect_timeout=5s&response_timeout=10s"
+ZK_OPTS="connect_timeout=10s&session_timeout=10s"
+
+read -r -a backends <<<"$BACKENDS"
+servers=()
+for backend in "${backends[@]}"; do
+    case $backend in
+    file | mem) ;;
+    redis | redis-cluster | redlock | etcd | zookeeper) servers+=("$backend") ;;
+    *)
+        echo "bench.sh: unknown backend '$backend' in BACKENDS" \
+            "(known: file mem redis redis-cluster redlock etcd zookeeper)" >&2
+        exit 2
+        ;;
+    esac
+done
+if ((${#backends[@]} == 0)); then
+    echo "bench.sh: BACKENDS is empty" >&2
+    exit 2
+fi
+
+# Always every store, so that a subset does not rebuild with other
+# features (etcd's needs protoc; see distlock-cli/Cargo.toml).
+target="${CARGO_TARGET_DIR:-target}"
+cargo build -q --release -p distlock-cli --features redis,etcd,zookeeper
+bin="$target/release/distlock"
+if ((${#servers[@]})); then
+    cargo build -q --release -p conformance-tests --bin distlock-test-servers
+fi
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+servers_pid="" servers_in=""
+cleanup() {
+    local status=$?
+    trap - EXIT INT TERM
+    if [[ -n $servers_pid ]]; then
+        # EOF on its stdin makes distlock-test-servers kill the servers;
+        # SIGTERM does too, should the pipe still be shared somewhere.
+        [[ -z $servers_in ]] || exec {servers_in}>&-
+        kill -TERM "$servers_pid" 2>/dev/null || true
+        wait "$servers_pid" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+declare -A urls=([file]="file://$work/file" [mem]="mem://bench")
+if ((${#servers[@]})); then
+    coproc SERVERS { exec "$target/release/distlock-test-servers" "${servers[@]}"; }
+    servers_in=${SERVERS[1]}
+    servers_pid=$SERVERS_PID
+    # Bash closes the coprocess's fds when it exits: keep our own copy of
+    # its output so an error message is read to the end.
+    exec {servers_out}<&"${SERVERS[0]}"
+    ready=""
+    while read -r -u "$servers_out" name url; do
+        if [[ $name == ready ]]; then
+            ready=1
+            break
+        fi
+        case $name in
+        redis | redis-cluster | redlock) urls[$name]="$url?$REDIS_OPTS" ;;
+        etcd) urls[$name]="$url?$ETCD_OPTS" ;;
+        zookeeper) urls[$name]="$url?$ZK_OPTS" ;;
+        esac
+    done
+    if [[ -z $ready ]]; then
+        echo "bench.sh: distlock-test-servers failed to start ${servers[*]} (see above)" >&2
+        exit 1
+    fi
+fi
 
 run() {
     local label=$1 url=$2 keys=$3
@@ -31,6 +121,7 @@ run() {
 
 printf 'distlock bench on %s (%s cores), %s\n' "$(uname -srm)" "$(nproc)" "$(date -u +%FT%TZ)"
 for keys in 1 1000; do
-    run "file" "file://$work/file" "$keys"
-    run "mem" "mem://bench" "$keys"
+    for backend in "${backends[@]}"; do
+        run "$backend" "${urls[$backend]}" "$keys"
+    done
 done

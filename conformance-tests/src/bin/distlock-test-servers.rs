@@ -16,10 +16,11 @@
 //! (parent-death signal; see `harness::spawn_child`), but its temp dir
 //! stays behind. If a server cannot start (e.g. its program is missing),
 //! the harness's message goes to stderr, every server started so far is
-//! killed, and the exit code is 1.
+//! killed, and the exit code is 1 (2 for an unknown name).
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use conformance_tests::harness::Server;
 use conformance_tests::{etcd, redis, zookeeper};
@@ -29,6 +30,8 @@ use tokio::signal::unix::{signal, SignalKind};
 const REDLOCK_MASTERS: usize = 5;
 /// Masters of the Redis Cluster.
 const CLUSTER_MASTERS: usize = 3;
+/// How long shutting down waits for blocking calls still in flight.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 /// Every name this program knows.
 const NAMES: &[&str] = &["redis", "redis-cluster", "redlock", "etcd", "zookeeper"];
 
@@ -117,8 +120,7 @@ fn shutdown_requested() -> Result<impl std::future::Future<Output = ()>, String>
     })
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let names: Vec<String> = std::env::args().skip(1).collect();
     if names.is_empty() || names.iter().any(|n| !NAMES.contains(&n.as_str())) {
         eprintln!(
@@ -129,9 +131,23 @@ async fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&format!("tokio runtime: {e}")),
+    };
+    let code = runtime.block_on(run(names));
+    // Drops the tasks of servers still starting, which kills them. A
+    // blocking call in flight (`redis-cli --cluster create` waiting for
+    // nodes just killed) is not waited for beyond this; the harness's
+    // exit hook then kills any process group left and removes temp dirs.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    code
+}
+
+/// Starts the servers, keeps them until asked to stop, then kills them.
+async fn run(names: Vec<String>) -> ExitCode {
     // Handlers are in place before the first server starts, so a signal
-    // during start-up still stops what was started: returning drops the
-    // runtime, its tasks and the servers in them.
+    // during start-up still stops what was started.
     let shutdown = match shutdown_requested() {
         Ok(shutdown) => shutdown,
         Err(e) => return fail(&e),
