@@ -57,9 +57,12 @@ impl RedisBackend {
         let what = format!("connect to Redis at {}", config.nodes[0]);
         let _: String = conn.query(timeouts, &what, &redis::cmd("PING")).await?;
         conn.preload_scripts(timeouts).await;
-        // Classic PUBLISH reaches every node of a cluster, so one
-        // subscription connection (to the first seed) hears all releases.
-        let listener = Listener::new(&config, &config.nodes[..1])?;
+        // Classic PUBLISH reaches every node of a cluster, but a message
+        // that crosses the cluster bus sometimes arrives ~40 ms late
+        // (measured on loopback), while subscribers on the publishing node
+        // get it at once. So listen on every node the URL names: with the
+        // masters listed, each release is heard from its own node.
+        let listener = Listener::new(&config, &config.nodes)?;
         let renewer = Renewer::start(ConnTarget {
             conn: conn.clone(),
             timeouts,

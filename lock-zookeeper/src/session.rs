@@ -263,10 +263,12 @@ async fn monitor(mut states: StateWatcher, registry: Arc<Registry>, window: Dura
             SessionState::Expired | SessionState::AuthFailed | SessionState::Closed => {
                 registry.ended.store(true, Ordering::SeqCst);
                 let count = registry.report_all(LossReason::SessionExpired);
-                // Closing a session that holds nothing (the locker was
-                // dropped) is routine; anything else costs someone a lock.
-                if state == SessionState::Closed && count == 0 {
-                    tracing::debug!("distlock: ZooKeeper session closed");
+                // We close a session only once the backend and every guard
+                // (each keeps the session alive) are gone, so what is left
+                // in the registry then is abandoned attempts: routine.
+                // Expiry and auth failure cost someone a lock.
+                if state == SessionState::Closed {
+                    tracing::debug!(count, "distlock: ZooKeeper session closed");
                 } else {
                     tracing::warn!(%state, count, "distlock: ZooKeeper session ended; its locks are lost");
                 }
