@@ -6,6 +6,8 @@
 #   DURATION=2s CLIENTS=8 scripts/bench.sh
 #   BACKENDS="redis etcd" scripts/bench.sh   # a subset, in this order
 #   scripts/bench.sh --json                  # machine-readable, one JSON object per run
+#   HOLD="1000 10000" HOLD_FOR=10s           # what holding many locks costs (default);
+#                                            # HOLD= (empty) skips it
 #
 # Backends (default: all, in this order):
 #   file           file:// in a temp dir
@@ -31,6 +33,8 @@ cd "$script_dir/.."
 DURATION=${DURATION:-5s}
 CLIENTS=${CLIENTS:-16}
 BACKENDS=${BACKENDS:-file mem redis redis-cluster redlock etcd zookeeper}
+HOLD=${HOLD-1000 10000}
+HOLD_FOR=${HOLD_FOR:-10s}
 extra=("$@")
 
 # Timeouts a benchmark on a loaded 2-core machine will not trip (the
@@ -123,5 +127,20 @@ printf 'distlock bench on %s (%s cores), %s\n' "$(uname -srm)" "$(nproc)" "$(dat
 for keys in 1 1000; do
     for backend in "${backends[@]}"; do
         run "$backend" "${urls[$backend]}" "$keys"
+    done
+done
+
+# What holding many locks costs (renewal / keepalive / heartbeat traffic and
+# memory), on the stores that keep leases alive over the network, at each
+# size in HOLD so that growth with the number of locks shows. Each run is
+# alone: the counters cover every write of the process.
+read -r -a holds <<<"$HOLD"
+for held in "${holds[@]}"; do
+    for backend in "${backends[@]}"; do
+        case $backend in
+        file | mem) continue ;;
+        esac
+        printf '\n=== %s, holding %s locks for %s ===\n' "$backend" "$held" "$HOLD_FOR"
+        "$bin" --url "${urls[$backend]}&ttl=3s" bench --hold "$held" --hold-for "$HOLD_FOR" "${extra[@]}"
     done
 done
