@@ -203,6 +203,10 @@ pub(crate) async fn wait_connected(client: &Client, limit: Duration) -> Result<(
 struct Registry {
     reporters: Mutex<Reporters>,
     ended: AtomicBool,
+    /// Set when our [`Session`] is dropped: no guard can hold a lock of
+    /// this session any more (each keeps the session alive), so however
+    /// the client library reports the end, nothing is lost.
+    closing: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -239,6 +243,14 @@ impl Registry {
     }
 }
 
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Before `client` drops and closes the session: a close racing a
+        // connection drop can surface as `Expired` in the client library.
+        self.registry.closing.store(true, Ordering::SeqCst);
+    }
+}
+
 /// Follows the session state; see the module docs.
 async fn monitor(mut states: StateWatcher, registry: Arc<Registry>, window: Duration) {
     let mut lost_at: Option<Instant> = None;
@@ -265,9 +277,10 @@ async fn monitor(mut states: StateWatcher, registry: Arc<Registry>, window: Dura
                 let count = registry.report_all(LossReason::SessionExpired);
                 // We close a session only once the backend and every guard
                 // (each keeps the session alive) are gone, so what is left
-                // in the registry then is abandoned attempts: routine.
-                // Expiry and auth failure cost someone a lock.
-                if state == SessionState::Closed {
+                // in the registry then is abandoned attempts: routine, even
+                // when the close races a connection drop and the library
+                // calls it `Expired`. Otherwise expiry costs someone a lock.
+                if state == SessionState::Closed || registry.closing.load(Ordering::SeqCst) {
                     tracing::debug!(count, "distlock: ZooKeeper session closed");
                 } else {
                     tracing::warn!(%state, count, "distlock: ZooKeeper session ended; its locks are lost");
