@@ -233,7 +233,7 @@ pub async fn holder_entry(
 
 /// Opens lockers on an etcd URL. Takes locks away from outside by deleting
 /// the holder's queue entry with a raw client; for the outage case it puts
-/// a [`FaultProxy`] in front of every member and cuts them.
+/// a [`FaultProxy`](crate::harness::FaultProxy) in front of every member and cuts them.
 #[derive(Debug, Clone)]
 pub struct EtcdFactory {
     /// The URL lockers are opened on.

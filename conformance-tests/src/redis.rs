@@ -180,7 +180,7 @@ pub fn url_with(base: &str, settings: &CaseSettings) -> String {
 }
 
 /// Opens lockers on a Redis URL; for the outage case it puts a
-/// [`FaultProxy`] in front of each server of `proxied` and cuts them.
+/// [`FaultProxy`](crate::harness::FaultProxy) in front of each server of `proxied` and cuts them.
 #[derive(Debug, Clone)]
 pub struct RedisFactory {
     /// The URL lockers are opened on.

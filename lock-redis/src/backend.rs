@@ -16,7 +16,7 @@ use crate::conn::{self, Conn, Timeouts};
 use crate::floor::ConnFloorProbe;
 use crate::keys::LockKeys;
 use crate::pubsub::{Listener, Listening};
-use crate::renewal::{ConnTarget, RenewItem, RenewalStats, Renewer};
+use crate::renewal::{ConnTarget, HeldKeys, RenewalStats, Renewer};
 use crate::scripts::{parse_inspect, parse_lock_value, scripts, AcquireReply};
 
 /// How soon a waiter retries when the release channel cannot be
@@ -129,9 +129,7 @@ impl RedisBackend {
             renewal: Renewal::Lease,
             held: Box::new(RedisHeld {
                 inner: Arc::clone(&self.inner),
-                keys,
-                owner: request.owner.as_str().to_owned(),
-                key: request.name.key().as_str().to_owned(),
+                lock: HeldKeys::new(keys, request),
             }),
         })
     }
@@ -279,29 +277,19 @@ impl fmt::Debug for RedisBackend {
 /// One lock held on an instance or cluster.
 struct RedisHeld {
     inner: Arc<Inner>,
-    keys: LockKeys,
-    owner: String,
-    /// The user's key, for errors.
-    key: String,
+    lock: HeldKeys,
 }
 
 impl fmt::Debug for RedisHeld {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisHeld")
-            .field("lock", &self.keys.lock)
-            .field("owner", &self.owner)
-            .finish()
+        f.debug_tuple("RedisHeld").field(&self.lock).finish()
     }
 }
 
 #[async_trait]
 impl HeldLock for RedisHeld {
     async fn renew(&self, ttl: Duration) -> Result<(), LockError> {
-        let item = RenewItem {
-            lock: self.keys.lock.clone(),
-            owner: self.owner.clone(),
-        };
-        self.inner.renewer.renew_lock(&self.key, item, ttl).await
+        self.lock.renew(&self.inner.renewer, ttl).await
     }
 
     async fn release(&self) -> Result<(), LockError> {
@@ -312,14 +300,14 @@ impl HeldLock for RedisHeld {
                 self.inner.timeouts,
                 "release",
                 &scripts().release,
-                &[self.keys.lock.as_str()],
-                &[&self.owner, &self.keys.channel],
+                &[self.lock.keys.lock.as_str()],
+                &[&self.lock.owner, &self.lock.keys.channel],
             )
             .await?;
         match released {
             1 => Ok(()),
             _ => Err(LockError::lost(
-                self.key.clone(),
+                self.lock.key.clone(),
                 LossReason::RenewalRefused,
             )),
         }

@@ -32,7 +32,9 @@ use crate::conn::{self, Conn, Timeouts};
 use crate::floor::ConnFloorProbe;
 use crate::keys::LockKeys;
 use crate::pubsub::{Listener, Listening};
-use crate::renewal::{clone_error, renew_on, RenewItem, RenewTarget, RenewalStats, Renewer};
+use crate::renewal::{
+    clone_error, renew_on, HeldKeys, RenewItem, RenewTarget, RenewalStats, Renewer,
+};
 use crate::scripts::{parse_inspect, parse_lock_value, scripts, AcquireReply};
 
 /// Locks held by a majority of independent masters (`redlock://`).
@@ -151,9 +153,7 @@ impl RedlockBackend {
                     renewal: Renewal::Lease,
                     held: Box::new(RedlockHeld {
                         inner: Arc::clone(inner),
-                        keys: keys.clone(),
-                        owner: owner.to_owned(),
-                        key: request.name.key().as_str().to_owned(),
+                        lock: HeldKeys::new(keys.clone(), request),
                     }),
                 }));
             }
@@ -478,33 +478,26 @@ impl RenewTarget for RedlockTarget {
 /// One lock held on a majority of masters.
 struct RedlockHeld {
     inner: Arc<Inner>,
-    keys: LockKeys,
-    owner: String,
-    key: String,
+    lock: HeldKeys,
 }
 
 impl fmt::Debug for RedlockHeld {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedlockHeld")
-            .field("lock", &self.keys.lock)
-            .field("owner", &self.owner)
-            .finish()
+        f.debug_tuple("RedlockHeld").field(&self.lock).finish()
     }
 }
 
 #[async_trait]
 impl HeldLock for RedlockHeld {
     async fn renew(&self, ttl: Duration) -> Result<(), LockError> {
-        let item = RenewItem {
-            lock: self.keys.lock.clone(),
-            owner: self.owner.clone(),
-        };
-        self.inner.renewer.renew_lock(&self.key, item, ttl).await
+        self.lock.renew(&self.inner.renewer, ttl).await
     }
 
     async fn release(&self) -> Result<(), LockError> {
-        let (lock, args): ([&str; 1], [&dyn conn::ToArg; 2]) =
-            ([self.keys.lock.as_str()], [&self.owner, &self.keys.channel]);
+        let (lock, args): ([&str; 1], [&dyn conn::ToArg; 2]) = (
+            [self.lock.keys.lock.as_str()],
+            [&self.lock.owner, &self.lock.keys.channel],
+        );
         let calls = self.inner.nodes.iter().map(|node| {
             node.eval::<i64>(
                 self.inner.timeouts,
@@ -531,7 +524,7 @@ impl HeldLock for RedlockHeld {
             })
         } else {
             Err(LockError::lost(
-                self.key.clone(),
+                self.lock.key.clone(),
                 LossReason::RenewalRefused,
             ))
         }

@@ -15,10 +15,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{LockError, LossReason};
+use lock_core::{AcquireRequest, LockError, LossReason};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::conn::{Conn, Timeouts};
+use crate::keys::LockKeys;
 use crate::scripts::scripts;
 
 /// How long the first renewal of a batch waits for others to join it.
@@ -31,6 +32,51 @@ pub const MAX_BATCH: usize = 1_000;
 pub(crate) struct RenewItem {
     pub(crate) lock: String,
     pub(crate) owner: String,
+}
+
+/// One held lock as renewal and release see it: its Redis names, our
+/// owner id and the user's key (for errors). `Debug` shows the lock's name
+/// and owner.
+pub(crate) struct HeldKeys {
+    pub(crate) keys: LockKeys,
+    pub(crate) owner: String,
+    pub(crate) key: String,
+}
+
+impl HeldKeys {
+    /// The names of the lock `request` asked for, held by its owner.
+    pub(crate) fn new(keys: LockKeys, request: &AcquireRequest) -> Self {
+        Self {
+            keys,
+            owner: request.owner.as_str().to_owned(),
+            key: request.name.key().as_str().to_owned(),
+        }
+    }
+
+    /// Renews the lock through `renewer`'s batches; [`LockError::Lost`]
+    /// if it is not ours any more.
+    pub(crate) async fn renew(&self, renewer: &Renewer, ttl: Duration) -> Result<(), LockError> {
+        let item = RenewItem {
+            lock: self.keys.lock.clone(),
+            owner: self.owner.clone(),
+        };
+        match renewer.renew(item, ttl).await? {
+            true => Ok(()),
+            false => Err(LockError::lost(
+                self.key.clone(),
+                LossReason::RenewalRefused,
+            )),
+        }
+    }
+}
+
+impl fmt::Debug for HeldKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HeldKeys")
+            .field("lock", &self.keys.lock)
+            .field("owner", &self.owner)
+            .finish()
+    }
 }
 
 /// Where a batch of renewals goes.
@@ -81,21 +127,6 @@ impl Renewer {
         let stats = Arc::new(Stats::default());
         tokio::spawn(run(Arc::new(target), requests, Arc::clone(&stats)));
         Self { queue, stats }
-    }
-
-    /// Renews the lock of `key` (stored as `item.lock`, owned by
-    /// `item.owner`) to `ttl`; [`LockError::Lost`] if it is not ours any
-    /// more.
-    pub(crate) async fn renew_lock(
-        &self,
-        key: &str,
-        item: RenewItem,
-        ttl: Duration,
-    ) -> Result<(), LockError> {
-        match self.renew(item, ttl).await? {
-            true => Ok(()),
-            false => Err(LockError::lost(key, LossReason::RenewalRefused)),
-        }
     }
 
     /// Renews one lock: `Ok(true)` renewed, `Ok(false)` not ours any more.
