@@ -186,6 +186,13 @@ pub struct BenchArgs {
           value_parser = parse_positive_duration, requires = "hold")]
     pub hold_for: Duration,
 
+    /// Runtime threads of the bench process: 1 runs every client on one
+    /// thread (a current-thread runtime: no hand-offs between threads);
+    /// N > 1 uses N worker threads. Default: one worker per core.
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
+
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -98,6 +98,31 @@ pub fn report_usage_error(error: clap::Error) -> i32 {
     exit::USAGE
 }
 
+/// The async runtime `command` runs on.
+///
+/// `run` and `status` get a current-thread runtime: holding one lock and
+/// watching one child needs no more, and a store's reply then wakes no
+/// other thread. `bench` takes `--threads` (1: current thread; default:
+/// one worker per core, like most services). `check` uses one worker per
+/// core, as the conformance tests do.
+pub fn runtime_for(command: &cli::Command) -> std::io::Result<tokio::runtime::Runtime> {
+    let threads = match command {
+        cli::Command::Run(_) | cli::Command::Status(_) => Some(1),
+        cli::Command::Bench(args) => args.threads.map(usize::from),
+        cli::Command::Check(_) => None,
+    };
+    match threads {
+        Some(1) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        Some(workers) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build(),
+        None => tokio::runtime::Runtime::new(),
+    }
+}
+
 /// Sends `tracing` output to stderr, filtered by `DISTLOCK_LOG` (default
 /// `warn`), and makes panics print one `distlock: internal error` line
 /// instead of a backtrace hint.

@@ -8,7 +8,7 @@ fn main() {
         Err(error) => std::process::exit(distlock_cli::report_usage_error(error)),
     };
     distlock_cli::init_diagnostics();
-    let code = match tokio::runtime::Runtime::new() {
+    let code = match distlock_cli::runtime_for(&cli.command) {
         Ok(runtime) => runtime.block_on(distlock_cli::execute(cli)),
         Err(error) => {
             eprintln!("distlock: cannot start the async runtime: {error}");

@@ -240,3 +240,39 @@ fn bench_hold_table_names_every_number() {
         );
     }
 }
+
+/// `--threads` picks the bench's runtime and the report says which one
+/// the numbers come from.
+#[test]
+fn bench_threads_choose_the_runtime_and_the_report_names_it() {
+    for (threads, runtime) in [("1", "current thread"), ("3", "3 worker threads")] {
+        let out = output({
+            let mut command = common::distlock();
+            command.args([
+                "--url",
+                "mem://",
+                "bench",
+                "--duration",
+                "300ms",
+                "--clients",
+                "2",
+                "--threads",
+                threads,
+                "--json",
+            ]);
+            command
+        });
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(report["runtime"], runtime, "{report}");
+        assert!(
+            report["throughput"]["ops"].as_u64().unwrap() > 0,
+            "{report}"
+        );
+    }
+    let zero = common::distlock()
+        .args(["--url", "mem://", "bench", "--threads", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(zero.status.code(), Some(2), "{}", stderr(&zero));
+}

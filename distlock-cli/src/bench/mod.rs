@@ -54,6 +54,7 @@ pub(crate) async fn bench(store: &StoreUrl, args: BenchArgs) -> Result<i32, Fail
         clients,
         keys,
         shared: args.shared,
+        runtime: runtime_description(),
         duration: args.duration,
         probe: probe.map(|p| p.describe()),
     }
@@ -164,4 +165,13 @@ fn random() -> u64 {
     );
     hasher.write_u32(std::process::id());
     hasher.finish()
+}
+
+/// The runtime this bench runs on, for the report.
+fn runtime_description() -> String {
+    let handle = tokio::runtime::Handle::current();
+    match handle.runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::CurrentThread => "current thread".to_owned(),
+        _ => format!("{} worker threads", handle.metrics().num_workers()),
+    }
 }

@@ -23,6 +23,8 @@ pub(crate) struct BenchReport {
     pub(crate) clients: usize,
     pub(crate) keys: usize,
     pub(crate) shared: bool,
+    /// The runtime the clients ran on: `current thread` or `N worker threads`.
+    pub(crate) runtime: String,
     #[serde(rename = "duration_ms", serialize_with = "millis")]
     pub(crate) duration: Duration,
     /// What the floor probe does; `None` if the backend has no floor.
@@ -163,6 +165,7 @@ impl BenchResults {
             ("namespace", setup.namespace.clone()),
             ("clients", format!("{} ({connections})", setup.clients)),
             ("keys", setup.keys.to_string()),
+            ("runtime", setup.runtime.clone()),
             (
                 "duration",
                 humantime::format_duration(setup.duration).to_string(),
@@ -372,6 +375,7 @@ mod tests {
             clients: 2,
             keys: 1,
             shared: false,
+            runtime: "current thread".into(),
             duration: Duration::from_secs(2),
             probe: probe.map(str::to_owned),
         };
