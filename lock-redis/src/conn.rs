@@ -203,10 +203,7 @@ impl Conn {
                 Conn::Cluster(mut c) => invocation.invoke_async(&mut c).await,
             }
         };
-        match tokio::time::timeout(timeouts.overall, run).await {
-            Ok(result) => result.map_err(|e| map_error(what, e)),
-            Err(_) => Err(timed_out(what, timeouts.overall)),
-        }
+        bounded(what, timeouts, run).await
     }
 
     /// Like [`eval`](Self::eval), but when the connection turns out to be
@@ -251,10 +248,7 @@ impl Conn {
                 Conn::Cluster(mut c) => cmd.query_async(&mut c).await,
             }
         };
-        match tokio::time::timeout(timeouts.overall, run).await {
-            Ok(result) => result.map_err(|e| map_error(what, e)),
-            Err(_) => Err(timed_out(what, timeouts.overall)),
-        }
+        bounded(what, timeouts, run).await
     }
 
     /// Loads every script, so the first use of each costs one round trip
@@ -343,5 +337,18 @@ pub(crate) fn map_error(what: &str, error: RedisError) -> LockError {
         LockError::invalid_config(message)
     } else {
         LockError::backend(message, error)
+    }
+}
+
+/// Runs `call` within the overall bound of `timeouts`; a failure or a
+/// timeout becomes a [`LockError`] naming `what` was being done.
+async fn bounded<T>(
+    what: &str,
+    timeouts: Timeouts,
+    call: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, LockError> {
+    match tokio::time::timeout(timeouts.overall, call).await {
+        Ok(result) => result.map_err(|e| map_error(what, e)),
+        Err(_) => Err(timed_out(what, timeouts.overall)),
     }
 }
