@@ -194,8 +194,7 @@ pub async fn shared_cluster() -> Result<&'static [Server], String> {
 
 /// Adds the case's ttl and namespace and the test timeouts to `base`.
 pub fn url_with(base: &str, settings: &CaseSettings) -> String {
-    let sep = if base.contains('?') { '&' } else { '?' };
-    case_url(&format!("{base}{sep}{TEST_TIMEOUTS}"), settings)
+    case_url(&crate::with_query(base, TEST_TIMEOUTS), settings)
 }
 
 /// A plain etcd client on the members of an `etcd://` URL, for acting

@@ -10,3 +10,10 @@ pub mod harness;
 pub mod outage;
 pub mod redis;
 pub mod zookeeper;
+
+/// `base` with the options `query` (`a=1&b=2`) appended, whether or not
+/// it has a query already.
+pub fn with_query(base: &str, query: &str) -> String {
+    let separator = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{separator}{query}")
+}

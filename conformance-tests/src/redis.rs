@@ -175,8 +175,7 @@ pub fn redlock_url(addrs: impl IntoIterator<Item = SocketAddr>) -> String {
 
 /// Adds the case's ttl and namespace and the test timeouts to `base`.
 pub fn url_with(base: &str, settings: &CaseSettings) -> String {
-    let sep = if base.contains('?') { '&' } else { '?' };
-    case_url(&format!("{base}{sep}{TEST_TIMEOUTS}"), settings)
+    case_url(&crate::with_query(base, TEST_TIMEOUTS), settings)
 }
 
 /// Opens lockers on a Redis URL; for the outage case it puts a

@@ -14,7 +14,7 @@ use conformance_tests::harness::{
     pause_group, resume_group, shared_server, signal_group, spawn_child, FaultProxy, FencedResource,
 };
 use conformance_tests::zookeeper::{standalone_spec, zk_url, Ensemble};
-use distlock::{LockError, LockOptions, Locker, LossReason};
+use distlock::{FencingToken, LockError, LockOptions, Locker, LossReason};
 use tokio::sync::mpsc;
 use tokio::time::{sleep, timeout};
 
@@ -37,6 +37,19 @@ fn url(addrs: &[SocketAddr], test: &str, ttl: Duration) -> String {
         "/faults",
         &format!("ttl={}ms&namespace={test}", ttl.as_millis()),
     )
+}
+
+/// `waiter` waiting (up to a minute) for lock `k` in a task of its own;
+/// the task returns the token it got, after releasing the lock.
+fn spawn_waiter(waiter: Locker) -> tokio::task::JoinHandle<Result<FencingToken, LockError>> {
+    tokio::spawn(async move {
+        let guard = waiter
+            .lock_with("k", LockOptions::new().wait(Duration::from_secs(60)))
+            .await?;
+        let token = guard.token();
+        guard.release().await?;
+        Ok(token)
+    })
 }
 
 async fn connect(url: &str) -> Locker {
@@ -273,14 +286,7 @@ async fn standalone_restart_keeps_sessions_locks_and_token_order() {
     let url = url(&[server.addr()], "restart", ttl);
     let (holder, waiter) = (connect(&url).await, connect(&url).await);
     let guard = holder.lock("k").await.unwrap();
-    let waiting = tokio::spawn(async move {
-        let guard = waiter
-            .lock_with("k", LockOptions::new().wait(Duration::from_secs(60)))
-            .await?;
-        let token = guard.token();
-        guard.release().await?;
-        Ok::<_, LockError>(token)
-    });
+    let waiting = spawn_waiter(waiter);
     sleep(Duration::from_millis(300)).await;
     server.restart().await.unwrap();
     let info = timeout(SLACK * 2, async {
@@ -335,14 +341,7 @@ async fn ensemble_member_killed_keeps_sessions_locks_and_watches() {
     // A waiter on the same member, its watch registered there.
     let waiting = loop {
         let waiter = connect(&url).await;
-        let waiting = tokio::spawn(async move {
-            let guard = waiter
-                .lock_with("k", LockOptions::new().wait(Duration::from_secs(60)))
-                .await?;
-            let token = guard.token();
-            guard.release().await?;
-            Ok::<_, LockError>(token)
-        });
+        let waiting = spawn_waiter(waiter);
         sleep(Duration::from_millis(300)).await;
         if proxies[member].connections() == 2 {
             break waiting;

@@ -41,12 +41,12 @@ impl StoreUrl {
     /// Wraps a URL given by the user (it may not even parse, e.g. a host
     /// list).
     pub(crate) fn new(text: String) -> Self {
+        // Both maskers also hide `password=` options.
         let (shown, user_info) = match ::url::Url::parse(&text) {
             Ok(url) => (distlock::redacted(&url), url.password().map(str::to_owned)),
-            Err(_) => mask_unparsed(&text),
+            // A host list, which the url crate rejects: hide all user info.
+            Err(_) => (distlock::mask_credentials(&text), unparsed_password(&text)),
         };
-        // Masking is idempotent; the values to scrub come from the original.
-        let (shown, _) = distlock::mask_password_options(&shown);
         let (_, options) = distlock::mask_password_options(&text);
         let passwords = user_info.into_iter().chain(options).collect();
         Self {
@@ -109,19 +109,16 @@ fn file_url(dir: &Path) -> Result<String, Failure> {
         })
 }
 
-/// The shown form and password of a URL that does not parse: whatever sits
-/// between `://` and the last `@` may be credentials.
-fn mask_unparsed(text: &str) -> (String, Option<String>) {
+/// The password of a URL that does not parse: whatever sits between `://`
+/// and the last `@` may be credentials (all of it, if there is no `:`).
+fn unparsed_password(text: &str) -> Option<String> {
     match (text.find("://"), text.rfind('@')) {
         (Some(start), Some(at)) if at > start + 3 => {
             let userinfo = &text[start + 3..at];
             let password = userinfo.split_once(':').map(|(_, p)| p.to_owned());
-            (
-                format!("{}://***@{}", &text[..start], &text[at + 1..]),
-                password.or_else(|| Some(userinfo.to_owned())),
-            )
+            password.or_else(|| Some(userinfo.to_owned()))
         }
-        _ => (text.to_owned(), None),
+        _ => None,
     }
 }
 

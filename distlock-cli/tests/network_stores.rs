@@ -19,6 +19,9 @@ mod common;
 use std::future::Future;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+#[cfg(any(feature = "redis", feature = "etcd"))]
+use conformance_tests::with_query;
+
 use common::{
     assert_check_passes, assert_concurrent_runs_never_lose_an_increment,
     assert_successive_tokens_increase,
@@ -61,13 +64,6 @@ fn options(test: &str, options: &str) -> String {
     } else {
         format!("namespace={namespace}&{options}")
     }
-}
-
-/// `base` with `query` appended, whether or not it already has a query.
-#[cfg(any(feature = "redis", feature = "etcd"))]
-fn with_query(base: &str, query: &str) -> String {
-    let separator = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{separator}{query}")
 }
 
 #[cfg(feature = "redis")]

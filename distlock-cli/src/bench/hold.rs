@@ -38,7 +38,7 @@ const WARM_UP_KEY: &str = "bench/hold-warm-up";
 pub(crate) struct HoldCost {
     /// Locks held.
     pub(crate) locks: usize,
-    /// How long taking all of them took (one after another).
+    /// How long taking all of them took ([`TAKE_AT_ONCE`] at a time).
     pub(crate) acquire: Duration,
     /// The measured window, as it actually lasted.
     pub(crate) window: Duration,
