@@ -50,3 +50,67 @@ async fn etcd_declares_its_capabilities() {
     expected.remote = true;
     assert_eq!(caps, expected);
 }
+
+/// etcd's index keeps every key written until compaction, and each
+/// acquisition reads its queue by prefix: a fresh entry key per
+/// acquisition would make a busy lock slower with every use. One locker
+/// taking a lock again and again writes one key; two of its acquisitions
+/// queued at once use two.
+#[tokio::test]
+async fn repeated_acquisitions_reuse_one_entry_key() {
+    use conformance_tests::etcd::{holder_entry, raw_client};
+    use std::time::Duration;
+
+    let url = shared_etcd_url().await.expect("etcd test server");
+    let url = conformance_tests::with_query(&url, "namespace=reuse-entry-keys&ttl=3s");
+    let locker = distlock::connect(&url).await.unwrap();
+    let raw = raw_client(&url).await.unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let guard = locker.lock("k").await.unwrap();
+        let (entry, _) = holder_entry(&raw, &locker, "k").await.unwrap().unwrap();
+        seen.push(entry);
+        guard.release().await.unwrap();
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+
+    let first = locker.lock("k").await.unwrap();
+    let waiting = {
+        let locker = locker.clone();
+        tokio::spawn(async move { locker.lock("k").await })
+    };
+    // The second acquisition's entry is the newest of the queue.
+    let prefix = distlock::lock_etcd::keys::queue_prefix(&locker.name("k").unwrap());
+    let newest = etcd_client::GetOptions::new().with_prefix().with_sort(
+        etcd_client::SortTarget::Create,
+        etcd_client::SortOrder::Descend,
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let queued = loop {
+        let response = raw
+            .kv_client()
+            .get(prefix.clone(), Some(newest.clone()))
+            .await
+            .unwrap();
+        if response.kvs().len() == 2 {
+            break response.kvs()[0].key().to_vec();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the second acquisition never queued"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        seen[0],
+        holder_entry(&raw, &locker, "k").await.unwrap().unwrap().0
+    );
+    assert_ne!(queued, seen[0]);
+    first.release().await.unwrap();
+    let second = waiting.await.unwrap().unwrap();
+    assert_eq!(
+        holder_entry(&raw, &locker, "k").await.unwrap().unwrap().0,
+        queued
+    );
+    second.release().await.unwrap();
+}

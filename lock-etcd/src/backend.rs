@@ -15,6 +15,7 @@ use crate::client::{connect, with_retries};
 use crate::config::EtcdConfig;
 use crate::floor::EtcdFloorProbe;
 use crate::keys;
+use crate::names::EntryNames;
 use crate::queue::{self, run_txn};
 use crate::session::Sessions;
 use crate::watch::WatchHub;
@@ -35,6 +36,8 @@ pub(crate) struct Shared {
     pub(crate) config: EtcdConfig,
     pub(crate) sessions: Sessions,
     pub(crate) hub: WatchHub,
+    /// The queue entry names in use.
+    pub(crate) names: EntryNames,
 }
 
 impl Shared {
@@ -61,6 +64,7 @@ impl EtcdBackend {
         let shared = Shared {
             sessions: Sessions::new(client.clone(), config.response_timeout),
             hub: WatchHub::new(client.watch_client()),
+            names: EntryNames::default(),
             client,
             config,
         };

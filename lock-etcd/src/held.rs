@@ -21,6 +21,7 @@ use lock_core::{
 
 use crate::backend::Shared;
 use crate::client::with_retries;
+use crate::names::EntryName;
 use crate::queue::ranges;
 use crate::session::Lease;
 use crate::watch::{Fired, WatchGuard};
@@ -35,7 +36,8 @@ const OWN_WATCH_DELAY: Duration = Duration::from_millis(100);
 /// The holder's side of a lock: releases it and notices its removal.
 pub(crate) struct HeldEntry {
     shared: Arc<Shared>,
-    key: Vec<u8>,
+    /// Our entry's key, reserved until the entry is known to be gone.
+    entry: Arc<EntryName>,
     /// The entry's create revision: the fencing token.
     token: i64,
     lease: Arc<Lease>,
@@ -46,11 +48,11 @@ pub(crate) struct HeldEntry {
 }
 
 impl HeldEntry {
-    /// Starts holding `entry` (key, create revision), decided by a read at
+    /// Starts holding `entry` (name, create revision), decided by a read at
     /// revision `decided_at`: any deletion after it is reported.
     pub(crate) fn start(
         shared: &Arc<Shared>,
-        (key, token): (Vec<u8>, i64),
+        (name, token): (Arc<EntryName>, i64),
         lease: Arc<Lease>,
         request: &AcquireRequest,
         decided_at: i64,
@@ -58,7 +60,7 @@ impl HeldEntry {
         let watch = Arc::new(Mutex::new(None));
         let own = OwnEntry {
             shared: Arc::downgrade(shared),
-            key: key.clone(),
+            key: name.key().to_vec(),
             token,
             lease: Arc::clone(&lease),
             reporter: request.loss.clone(),
@@ -67,7 +69,7 @@ impl HeldEntry {
         own.watch_from(decided_at + 1, OWN_WATCH_DELAY);
         Self {
             shared: Arc::clone(shared),
-            key,
+            entry: name,
             token,
             lease,
             name: request.name.key().to_string(),
@@ -105,7 +107,7 @@ impl HeldLock for HeldEntry {
         let deadline = self.shared.retry_deadline(WaitMode::Try);
         let response = with_retries(deadline, "cannot check the lock", || {
             let mut kv = self.shared.client.kv_client();
-            let key = self.key.clone();
+            let key = self.entry.key().to_vec();
             async move { kv.get(key, Some(GetOptions::new().with_keys_only())).await }
         })
         .await?;
@@ -127,11 +129,19 @@ impl HeldLock for HeldEntry {
         // Our own delete must not be reported as a loss.
         self.stop_watching();
         let deadline = self.shared.retry_deadline(WaitMode::Try);
-        match self.compare_and_delete(deadline).await {
+        let released = self.compare_and_delete(deadline).await;
+        if released.is_ok() {
+            self.entry.mark_gone();
+        }
+        match released {
             Err(error) if error.is_retriable() => {
-                let (shared, key, token) = (Arc::clone(&self.shared), self.key.clone(), self.token);
+                let (shared, name, token) = (
+                    Arc::clone(&self.shared),
+                    Arc::clone(&self.entry),
+                    self.token,
+                );
                 let lease = Arc::clone(&self.lease);
-                spawn_detached(None, release_in_background(shared, key, token, lease));
+                spawn_detached(None, release_in_background(shared, name, token, lease));
                 Err(error)
             }
             Ok(Released::Yes) => Ok(()),
@@ -148,7 +158,14 @@ enum Released {
 
 impl HeldEntry {
     async fn compare_and_delete(&self, deadline: Instant) -> Result<Released, LockError> {
-        compare_and_delete(&self.shared, &self.key, self.token, &self.lease, deadline).await
+        compare_and_delete(
+            &self.shared,
+            self.entry.key(),
+            self.token,
+            &self.lease,
+            deadline,
+        )
+        .await
     }
 }
 
@@ -194,26 +211,32 @@ async fn compare_and_delete(
 
 /// Keeps trying to delete an entry whose release failed, until it is
 /// gone or its session ended (which removes it too).
-async fn release_in_background(shared: Arc<Shared>, key: Vec<u8>, token: i64, lease: Arc<Lease>) {
+async fn release_in_background(
+    shared: Arc<Shared>,
+    name: Arc<EntryName>,
+    token: i64,
+    lease: Arc<Lease>,
+) {
     let mut pause = Duration::from_millis(100);
     while !lease.is_lost() {
         tokio::time::sleep(pause).await;
         let deadline = shared.retry_deadline(WaitMode::Try);
-        match compare_and_delete(&shared, &key, token, &lease, deadline).await {
+        match compare_and_delete(&shared, name.key(), token, &lease, deadline).await {
             Err(error) if error.is_retriable() => pause = (pause * 2).min(Duration::from_secs(2)),
             Err(error) => {
                 tracing::warn!(%error, "distlock: giving up releasing an etcd lock; it ends with its session");
                 return;
             }
-            Ok(_) => return,
+            Ok(_) => break,
         }
     }
+    name.mark_gone();
 }
 
 impl fmt::Debug for HeldEntry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HeldEntry")
-            .field("key", &String::from_utf8_lossy(&self.key))
+            .field("entry", &self.entry)
             .field("token", &self.token)
             .field("lease", &self.lease)
             .finish()

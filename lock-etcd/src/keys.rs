@@ -5,8 +5,10 @@
 //! percent-encoded, so that it is exactly one path segment: the queue of
 //! `a` (`…/a/`) never contains the entries of `a/b` (`…/a%2Fb/…`), and no
 //! two keys share an encoding.
-//! Each acquisition adds one entry `<lease-hex>-<uuid>`: unique, so the
-//! same locker can queue twice for one key without taking it twice.
+//! Each acquisition adds one entry `<lease-hex>-<n>`, where `n` tells
+//! apart the acquisitions of one lock that a session makes at the same
+//! time, so the same locker can queue twice for one key without taking it
+//! twice (see [`crate::names`] for why names are reused, not fresh).
 
 use lock_core::LockName;
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
@@ -25,11 +27,10 @@ pub fn queue_prefix(name: &LockName) -> Vec<u8> {
     format!("{ROOT}/{}/{key}/", name.namespace()).into_bytes()
 }
 
-/// A fresh queue entry under `prefix` for a session with lease `lease`.
-pub(crate) fn queue_entry(prefix: &[u8], lease: i64) -> Vec<u8> {
-    let unique = uuid::Uuid::new_v4().simple();
+/// Queue entry number `n` under `prefix` of the session with lease `lease`.
+pub(crate) fn queue_entry(prefix: &[u8], lease: i64, n: u32) -> Vec<u8> {
     let mut key = prefix.to_vec();
-    key.extend_from_slice(format!("{lease:016x}-{unique}").as_bytes());
+    key.extend_from_slice(format!("{lease:016x}-{n}").as_bytes());
     key
 }
 
@@ -83,7 +84,7 @@ mod tests {
             let start = queue_prefix(&name(outer));
             let end = prefix_end(&start);
             for inner in keys.iter().filter(|k| **k != outer) {
-                let entry = queue_entry(&queue_prefix(&name(inner)), 7);
+                let entry = queue_entry(&queue_prefix(&name(inner)), 7, 0);
                 let inside = entry >= start && entry < end;
                 assert!(!inside, "queue of {outer:?} contains an entry of {inner:?}");
             }
@@ -91,13 +92,12 @@ mod tests {
     }
 
     #[test]
-    fn entries_are_unique_and_name_the_lease() {
+    fn entries_name_the_lease_and_the_number() {
         let prefix = queue_prefix(&name("k"));
-        let a = queue_entry(&prefix, 0xabc);
-        let b = queue_entry(&prefix, 0xabc);
-        assert_ne!(a, b);
-        let a = String::from_utf8(a).unwrap();
-        assert!(a.starts_with("distlock/ns/k/0000000000000abc-"), "{a}");
+        let a = String::from_utf8(queue_entry(&prefix, 0xabc, 0)).unwrap();
+        let b = String::from_utf8(queue_entry(&prefix, 0xabc, 12)).unwrap();
+        assert_eq!(a, "distlock/ns/k/0000000000000abc-0");
+        assert_eq!(b, "distlock/ns/k/0000000000000abc-12");
     }
 
     #[test]

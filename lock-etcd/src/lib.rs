@@ -6,6 +6,7 @@ pub mod config;
 mod floor;
 mod held;
 pub mod keys;
+mod names;
 mod queue;
 mod session;
 mod watch;

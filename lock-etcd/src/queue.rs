@@ -33,6 +33,7 @@ use crate::backend::Shared;
 use crate::client::{is_lease_not_found, with_retries};
 use crate::held::HeldEntry;
 use crate::keys;
+use crate::names::EntryName;
 use crate::session::Lease;
 use crate::watch::Fired;
 
@@ -111,6 +112,7 @@ enum Turn {
 /// Our entry in the queue; deleted in the background if dropped armed.
 struct Entry {
     at: Position,
+    name: Arc<EntryName>,
     cleanup: CleanupOnDrop,
 }
 
@@ -139,17 +141,19 @@ impl Entry {
         lease: &Lease,
         request: &AcquireRequest,
     ) -> Result<(Self, View), LockError> {
-        let key = keys::queue_entry(prefix, lease.id());
+        let name = shared.names.reserve(prefix, lease.id());
+        let key = name.key().to_vec();
         // Armed before the request leaves: if this call is dropped while
         // the reply is in flight, the entry may exist and must go.
         let cleanup = CleanupOnDrop::new(delete_entry(
             shared.client.clone(),
-            key.clone(),
+            Arc::clone(&name),
             shared.config.response_timeout,
         ));
         let put = PutOptions::new().with_lease(lease.id());
-        // The key is unique, so "create if absent" makes a retry after a
-        // lost reply harmless: the else branch finds the entry we made.
+        // The name is reserved for this call, so "create if absent" makes a
+        // retry after a lost reply harmless: the else branch finds the
+        // entry we made.
         let txn = Txn::new()
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
             .and_then([
@@ -168,6 +172,7 @@ impl Entry {
                 prefix: prefix.to_vec(),
                 revision: 0,
             },
+            name,
             cleanup,
         };
         let ranges = ranges(&response);
@@ -200,13 +205,14 @@ impl Entry {
         })
         .await?;
         self.cleanup.disarm();
+        self.name.mark_gone();
         Ok(())
     }
 
-    /// The entry's key and create revision, now the holder's: no clean-up.
-    fn into_key(self) -> (Vec<u8>, i64) {
+    /// The entry's name and create revision, now the holder's: no clean-up.
+    fn into_key(self) -> (Arc<EntryName>, i64) {
         self.cleanup.disarm();
-        (self.at.key, self.at.revision)
+        (self.name, self.at.revision)
     }
 }
 
@@ -365,9 +371,11 @@ impl Position {
 /// Deletes a queue entry whose acquire was abandoned. If nothing was
 /// there, the put may still be in flight on another stream of the same
 /// connection (etcd handles each request on its own): delete once more a
-/// little later, which is harmless since the key is unique to this call.
-async fn delete_entry(client: Client, key: Vec<u8>, response_timeout: std::time::Duration) {
-    const SECOND_TRY_AFTER: std::time::Duration = std::time::Duration::from_millis(250);
+/// little later, which is harmless since the name stays reserved for this
+/// call until then.
+async fn delete_entry(client: Client, name: Arc<EntryName>, response_timeout: Duration) {
+    const SECOND_TRY_AFTER: Duration = Duration::from_millis(250);
+    let key = name.key().to_vec();
     let delete = || {
         let deadline = Instant::now() + response_timeout;
         with_retries(deadline, "cannot delete an abandoned queue entry", || {
@@ -377,10 +385,12 @@ async fn delete_entry(client: Client, key: Vec<u8>, response_timeout: std::time:
         })
     };
     match delete().await {
-        Ok(response) if response.deleted() > 0 => {}
+        Ok(response) if response.deleted() > 0 => name.mark_gone(),
         Ok(_) => {
             tokio::time::sleep(SECOND_TRY_AFTER).await;
-            let _ = delete().await;
+            if delete().await.is_ok() {
+                name.mark_gone();
+            }
         }
         Err(error) => {
             tracing::warn!(%error, "distlock: an abandoned etcd queue entry stays until its lease ends");
