@@ -328,6 +328,7 @@ impl Position {
         let (fired_tx, mut fired) = mpsc::unbounded_channel();
         let _watch = shared.hub.watch_deletion(
             predecessor.clone(),
+            view.revision,
             Box::new(move |event| {
                 let _ = fired_tx.send(event);
             }),

@@ -61,7 +61,7 @@ mod tests {
         Watch {
             key: b"k".to_vec(),
             next_revision: 1,
-            listener: Box::new(|_| {}),
+            target: super::super::Target::Once(Box::new(|_| {})),
         }
     }
 

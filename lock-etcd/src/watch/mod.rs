@@ -14,17 +14,19 @@
 
 mod delayed;
 mod task;
+mod waiters;
 
 use std::fmt;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use etcd_client::{WatchClient, WatchOptions};
+use etcd_client::{WatchClient, WatchFilterType, WatchOptions};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use delayed::Delayed;
+use waiters::Waiters;
 
 /// What a watch reports to its listener: `Created` (again after each
 /// reconnect), then at most one of the others, which end the watch.
@@ -55,7 +57,17 @@ pub(crate) type Listener = Box<dyn FnMut(Fired) + Send + Sync>;
 enum Command {
     /// Create this watch on the server now.
     Add { id: i64, watch: Watch },
-    /// Cancel this watch.
+    /// Add a waiter for `key`'s deletion after revision `after`, on the
+    /// key's lingering watch (see [`waiters`]).
+    Wait {
+        id: i64,
+        /// The id for the key's watch, if it must be created.
+        new_watch_id: i64,
+        key: Vec<u8>,
+        after: i64,
+        listener: Listener,
+    },
+    /// Cancel this watch, or remove this waiter.
     Remove { id: i64 },
     /// A delayed watch was queued while none was: set a timer.
     Wake,
@@ -66,14 +78,28 @@ struct Watch {
     key: Vec<u8>,
     /// The revision to (re)start from: after the last event seen.
     next_revision: i64,
-    listener: Listener,
+    target: Target,
+}
+
+/// Who hears a watch.
+enum Target {
+    /// One listener; the watch ends with the first deletion.
+    Once(Listener),
+    /// Waiters, who come and go; the watch lingers between them.
+    Waiters(Waiters),
 }
 
 impl Watch {
     fn options(&self, id: i64) -> WatchOptions {
-        WatchOptions::new()
+        let options = WatchOptions::new()
             .with_start_revision(self.next_revision)
-            .with_watch_id(id)
+            .with_watch_id(id);
+        match self.target {
+            // Only deletions matter; puts of a reused entry name would
+            // only be traffic.
+            Target::Waiters(_) => options.with_filters([WatchFilterType::NoPut]),
+            Target::Once(_) => options,
+        }
     }
 }
 
@@ -123,19 +149,29 @@ impl WatchHub {
         }
     }
 
-    /// Tells `listener` when `key` is deleted from now on (see [`Fired`]).
+    /// Tells `listener` when `key` is deleted after revision `after` (the
+    /// revision of the caller's view of it; see [`Fired`]).
     ///
-    /// Returns at once: the watch is created in the background. It starts
-    /// at the revision current when etcd creates it, which puts it in
-    /// etcd's "synced" group, hearing of writes as they commit. (A watch
-    /// starting at an older revision — say, that of the read that decided
-    /// to wait, + 1, if other writes came in between — lands in the
-    /// "unsynced" group, which the server scans only every 100 ms.) The
-    /// caller learns the start from [`Fired::Created`] and must check the
-    /// key as of that revision.
-    pub(crate) fn watch_deletion(&self, key: Vec<u8>, listener: Listener) -> WatchGuard {
-        let (id, watch) = self.new_watch(key, 0, listener);
-        self.send(Command::Add { id, watch });
+    /// Returns at once. The key's watch is shared by every waiter on it
+    /// and outlives them a while (see [`waiters`]); it starts at the
+    /// revision current when etcd creates it, where it hears of writes as
+    /// they commit. If that is later than `after`, the listener hears
+    /// [`Fired::Created`] with that revision and must check the key as of
+    /// it; a deletion already seen after `after` fires at once.
+    pub(crate) fn watch_deletion(
+        &self,
+        key: Vec<u8>,
+        after: i64,
+        listener: Listener,
+    ) -> WatchGuard {
+        let id = self.next_id.fetch_add(2, Ordering::Relaxed);
+        self.send(Command::Wait {
+            id,
+            new_watch_id: id + 1,
+            key,
+            after,
+            listener,
+        });
         self.guard(id)
     }
 
@@ -165,7 +201,7 @@ impl WatchHub {
         let watch = Watch {
             key,
             next_revision: from_revision,
-            listener,
+            target: Target::Once(listener),
         };
         (id, watch)
     }

@@ -9,7 +9,8 @@ use tokio::sync::mpsc;
 use tokio::time::{sleep_until, Instant};
 
 use super::delayed::Delayed;
-use super::{Command, Fired, Watch};
+use super::waiters::{WaiterIndex, Waiters, LINGER, MOST_WATCHES};
+use super::{Command, Fired, Target, Watch};
 
 /// Pause before reconnecting a broken stream: from 20 ms up to 1 s.
 const FIRST_RECONNECT: Duration = Duration::from_millis(20);
@@ -28,6 +29,7 @@ pub(super) async fn run(
     delayed: Arc<Mutex<Delayed>>,
 ) {
     let mut watches: HashMap<i64, Watch> = HashMap::new();
+    let mut index = WaiterIndex::default();
     let mut stream: Option<Stream> = None;
     let mut pause = FIRST_RECONNECT;
     let mut retry_at = Instant::now();
@@ -47,27 +49,34 @@ pub(super) async fn run(
         }
         let reconnecting = stream.is_none() && !watches.is_empty();
         let next_due = lock(&delayed).next_due();
+        let next_close = index.idle.front().map(|(since, _)| *since + LINGER);
         tokio::select! {
             command = commands.recv() => {
                 let Some(command) = command else { return };
-                if !apply(command, &mut watches, &mut stream).await {
+                if !apply(command, &mut watches, &mut index, &mut stream).await {
                     stream = None;
                 }
             }
             () = sleep_until(next_due.unwrap_or_else(Instant::now)), if next_due.is_some() => {
                 let due = lock(&delayed).take_due(Instant::now());
                 for (id, watch) in due {
-                    if !apply(Command::Add { id, watch }, &mut watches, &mut stream).await {
+                    if !apply(Command::Add { id, watch }, &mut watches, &mut index, &mut stream).await {
                         stream = None;
                     }
                 }
             }
+            () = sleep_until(next_close.unwrap_or_else(Instant::now)), if next_close.is_some() => {
+                for id in close_idle(&mut watches, &mut index, Instant::now()) {
+                    cancel(&mut stream, id).await;
+                }
+            }
             message = next_message(&mut stream) => match message {
                 Ok(Some(response)) => {
-                    if let Some(cancel) = dispatch(response, &mut watches) {
-                        if let Some((sender, _)) = stream.as_mut() {
-                            let _ = sender.cancel(cancel).await;
-                        }
+                    if let Some(ended) = dispatch(response, &mut watches, &mut index) {
+                        cancel(&mut stream, ended).await;
+                    }
+                    for id in close_idle(&mut watches, &mut index, Instant::now()) {
+                        cancel(&mut stream, id).await;
                     }
                 }
                 Ok(None) | Err(_) => {
@@ -107,33 +116,120 @@ fn lock(delayed: &Mutex<Delayed>) -> MutexGuard<'_, Delayed> {
     delayed.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Cancels watch `id` on the server (a failure shows on the stream).
+async fn cancel(stream: &mut Option<Stream>, id: i64) {
+    if let Some((sender, _)) = stream.as_mut() {
+        let _ = sender.cancel(id).await;
+    }
+}
+
 /// Applies one command; false if the stream failed.
 async fn apply(
     command: Command,
     watches: &mut HashMap<i64, Watch>,
+    index: &mut WaiterIndex,
     stream: &mut Option<Stream>,
 ) -> bool {
     match command {
-        Command::Add { id, watch } => {
-            let sent = match stream.as_mut() {
-                Some((sender, _)) => {
-                    sender
-                        .watch(watch.key.clone(), Some(watch.options(id)))
-                        .await
+        Command::Add { id, watch } => add(id, watch, watches, stream).await,
+        Command::Wait {
+            id,
+            new_watch_id,
+            key,
+            after,
+            listener,
+        } => {
+            if let Some(&watch_id) = index.by_key.get(&key) {
+                if let Some(Target::Waiters(waiters)) =
+                    watches.get_mut(&watch_id).map(|watch| &mut watch.target)
+                {
+                    waiters.join(id, after, listener);
+                    index.by_waiter.insert(id, watch_id);
+                    return true;
                 }
-                // Created when the stream (re)opens.
-                None => Ok(()),
+            }
+            let mut waiters = Waiters::default();
+            waiters.join(id, after, listener);
+            index.by_key.insert(key.clone(), new_watch_id);
+            index.by_waiter.insert(id, new_watch_id);
+            let watch = Watch {
+                key,
+                next_revision: 0,
+                target: Target::Waiters(waiters),
             };
-            watches.insert(id, watch);
-            sent.is_ok()
+            add(new_watch_id, watch, watches, stream).await
         }
-        Command::Remove { id } => match (watches.remove(&id), stream.as_mut()) {
-            (Some(_), Some((sender, _))) => sender.cancel(id).await.is_ok(),
-            _ => true,
-        },
+        Command::Remove { id } => {
+            if let Some(watch_id) = index.by_waiter.remove(&id) {
+                if let Some(Target::Waiters(waiters)) =
+                    watches.get_mut(&watch_id).map(|watch| &mut watch.target)
+                {
+                    let now = Instant::now();
+                    if waiters.leave(id, now) {
+                        index.idle.push_back((now, watch_id));
+                    }
+                }
+                return true;
+            }
+            // A one-shot watch; a waiter that was already told is in
+            // no index, and its id names no watch.
+            match (watches.remove(&id), stream.as_mut()) {
+                (Some(_), Some((sender, _))) => sender.cancel(id).await.is_ok(),
+                _ => true,
+            }
+        }
         // The loop reads the next due time on every turn.
         Command::Wake => true,
     }
+}
+
+/// Creates `watch` on the server (or at the next reconnect); false if the
+/// stream failed.
+async fn add(
+    id: i64,
+    watch: Watch,
+    watches: &mut HashMap<i64, Watch>,
+    stream: &mut Option<Stream>,
+) -> bool {
+    let sent = match stream.as_mut() {
+        Some((sender, _)) => {
+            sender
+                .watch(watch.key.clone(), Some(watch.options(id)))
+                .await
+        }
+        // Created when the stream (re)opens.
+        None => Ok(()),
+    };
+    watches.insert(id, watch);
+    sent.is_ok()
+}
+
+/// Forgets the waiters' watches idle for [`LINGER`] by `now`, and idle
+/// ones while there are more than [`MOST_WATCHES`]; returns their ids,
+/// to cancel.
+fn close_idle(
+    watches: &mut HashMap<i64, Watch>,
+    index: &mut WaiterIndex,
+    now: Instant,
+) -> Vec<i64> {
+    let mut closed = Vec::new();
+    while let Some(&(since, id)) = index.idle.front() {
+        let still_idle = match watches.get(&id).map(|watch| &watch.target) {
+            Some(Target::Waiters(waiters)) => waiters.idle_since() == Some(since),
+            _ => false,
+        };
+        if still_idle && since + LINGER > now && index.by_key.len() <= MOST_WATCHES {
+            break;
+        }
+        index.idle.pop_front();
+        if still_idle {
+            if let Some(watch) = watches.remove(&id) {
+                index.by_key.remove(&watch.key);
+            }
+            closed.push(id);
+        }
+    }
+    closed
 }
 
 /// The next message of `stream`; pending forever without a stream.
@@ -146,19 +242,31 @@ async fn next_message(
     }
 }
 
-/// Hands a response's outcome to its watch's listener. Returns the id of
-/// a watch to cancel on the server (one that fired on a deletion).
-fn dispatch(response: WatchResponse, watches: &mut HashMap<i64, Watch>) -> Option<i64> {
+/// Hands a response's outcome to its watch's listeners. Returns the id of
+/// a watch to cancel on the server (a one-shot one that fired).
+fn dispatch(
+    response: WatchResponse,
+    watches: &mut HashMap<i64, Watch>,
+    index: &mut WaiterIndex,
+) -> Option<i64> {
     let id = response.watch_id();
     if response.canceled() {
         // Also the answer to our own cancel of a removed watch: no entry.
-        let mut watch = watches.remove(&id)?;
+        let watch = watches.remove(&id)?;
         let fired = if response.compact_revision() > 0 {
             Fired::Compacted
         } else {
             Fired::Refused(response.cancel_reason().to_owned())
         };
-        (watch.listener)(fired);
+        match watch.target {
+            Target::Once(mut listener) => listener(fired),
+            Target::Waiters(waiters) => {
+                index.by_key.remove(&watch.key);
+                for waiter in waiters.end(&fired) {
+                    index.by_waiter.remove(&waiter);
+                }
+            }
+        }
         return None;
     }
     let watch = watches.get_mut(&id)?;
@@ -167,16 +275,32 @@ fn dispatch(response: WatchResponse, watches: &mut HashMap<i64, Watch>) -> Optio
         // not ask for older ones (a watch "from now" has no start yet).
         let revision = response.header().map_or(0, |h| h.revision());
         watch.next_revision = watch.next_revision.max(revision + 1);
-        (watch.listener)(Fired::Created { revision });
+        match &mut watch.target {
+            Target::Once(listener) => listener(Fired::Created { revision }),
+            Target::Waiters(waiters) => waiters.created(revision),
+        }
     }
     for event in response.events() {
         let revision = event.kv().map_or(0, |kv| kv.mod_revision());
         watch.next_revision = watch.next_revision.max(revision + 1);
-        if event.event_type() == EventType::Delete {
-            let mut watch = watches.remove(&id)?;
-            (watch.listener)(Fired::Deleted { revision });
-            return Some(id);
+        if event.event_type() != EventType::Delete {
+            continue;
         }
+        if let Target::Waiters(waiters) = &mut watch.target {
+            let now = Instant::now();
+            let gone = waiters.deleted(revision, now);
+            if !gone.is_empty() {
+                index.idle.push_back((now, id));
+            }
+            for waiter in gone {
+                index.by_waiter.remove(&waiter);
+            }
+            continue;
+        }
+        if let Target::Once(mut listener) = watches.remove(&id)?.target {
+            listener(Fired::Deleted { revision });
+        }
+        return Some(id);
     }
     None
 }
