@@ -1,8 +1,9 @@
-//! What holding many locks costs on etcd: lease renewals per second (from
-//! etcd's own metrics) and this process's memory, with 1 and with 10 000
-//! locks held through one locker. Prints the numbers (see them with
-//! `--nocapture`) and checks that renewal traffic does not grow with the
-//! number of locks: they all hang on one session lease.
+//! What locks cost on etcd, from etcd's own metrics. Holding: lease
+//! renewals per second and this process's memory, with 1 and with 10 000
+//! locks held through one locker; the numbers are printed (see them with
+//! `--nocapture`) and renewal traffic must not grow with the number of
+//! locks: they all hang on one session lease. Waiting: hand-offs between
+//! the same lockers reuse their watches instead of creating one per wait.
 
 use std::time::{Duration, Instant};
 
@@ -11,8 +12,9 @@ use conformance_tests::harness::Server;
 use distlock::{LockGuard, Locker};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// Renewals etcd's leader has seen, from `GET /metrics`.
-async fn renewals(server: &Server) -> u64 {
+/// The value of the metric whose line starts with `name` (labels included)
+/// in the server's `GET /metrics`.
+async fn metric(server: &Server, name: &str) -> u64 {
     let mut stream = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
     stream
         .write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
@@ -21,10 +23,15 @@ async fn renewals(server: &Server) -> u64 {
     let mut text = String::new();
     stream.read_to_string(&mut text).await.unwrap();
     text.lines()
-        .find_map(|line| line.strip_prefix("etcd_debugging_lease_renewed_total "))
+        .find_map(|line| line.strip_prefix(name))
         .and_then(|value| value.trim().parse::<f64>().ok())
         .map(|value| value as u64)
-        .expect("etcd_debugging_lease_renewed_total in /metrics")
+        .unwrap_or_else(|| panic!("{name} in /metrics"))
+}
+
+/// Renewals etcd's leader has seen.
+async fn renewals(server: &Server) -> u64 {
+    metric(server, "etcd_debugging_lease_renewed_total ").await
 }
 
 /// This process's resident memory, in bytes.
@@ -110,5 +117,54 @@ async fn renewal_traffic_does_not_grow_with_held_locks() {
     assert!(
         many.renewals_per_second <= one.renewals_per_second * 1.5 + 0.5,
         "renewals grew with the number of held locks"
+    );
+}
+
+/// Watch requests (creations and cancellations) etcd received.
+async fn watch_requests(server: &Server) -> u64 {
+    metric(
+        server,
+        r#"grpc_server_msg_received_total{grpc_method="Watch",grpc_service="etcdserverpb.Watch",grpc_type="bidi_stream"} "#,
+    )
+    .await
+}
+
+/// A watch created while the queue is being written to can land in etcd's
+/// slow "unsynced" group (up to 100 ms late), so waiters must not create
+/// one per wait: two lockers taking turns on one key 100 times reuse the
+/// watch on each other's entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_offs_between_the_same_lockers_reuse_their_watches() {
+    const TURNS: usize = 100;
+    let server = etcd_spec("etcd-watch-reuse", false)
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    let url = format!(
+        "{}?ttl=3s&namespace=watch-reuse&{TEST_TIMEOUTS}",
+        etcd_url([server.addr()])
+    );
+    let a = distlock::connect(&url).await.unwrap();
+    let b = distlock::connect(&url).await.unwrap();
+    let before = watch_requests(&server).await;
+    let mut holding = a.lock("k").await.unwrap();
+    let mut next = [b, a];
+    for turn in 0..TURNS {
+        let waiter = next[turn % 2].clone();
+        let waiting = tokio::spawn(async move { waiter.lock("k").await });
+        // Let the waiter queue behind the holder (either order is correct;
+        // this makes most turns real hand-offs).
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        holding.release().await.unwrap();
+        holding = waiting.await.unwrap().unwrap();
+    }
+    holding.release().await.unwrap();
+    let requests = watch_requests(&server).await - before;
+    println!("etcd: {TURNS} hand-offs between two lockers sent {requests} watch requests");
+    // A watch per wait would be TURNS creations and as many cancellations.
+    assert!(
+        requests <= 10,
+        "{requests} watch requests for {TURNS} hand-offs: waits create watches"
     );
 }
