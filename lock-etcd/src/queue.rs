@@ -21,8 +21,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use etcd_client::{
-    Client, Compare, CompareOp, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
-    TxnOpResponse, TxnResponse,
+    Client, Compare, CompareOp, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn,
+    TxnOp, TxnOpResponse, TxnResponse,
 };
 use lock_core::{
     AcquireRequest, Acquired, CleanupOnDrop, FencingToken, LockError, Renewal, WaitMode,
@@ -124,7 +124,7 @@ struct Position {
     revision: i64,
 }
 
-/// Reads at most one key, keys only, newest first by create revision.
+/// Reads at most `limit` keys, keys only, newest first by create revision.
 fn newest_first(limit: i64) -> GetOptions {
     GetOptions::new()
         .with_prefix()
@@ -220,9 +220,15 @@ impl Position {
     /// Reads, linearizably, whether our entry still exists and which entry
     /// precedes it.
     async fn check(&self, shared: &Shared, deadline: Instant) -> Result<View, LockError> {
-        let txn = self.check_txn(None);
-        let response = run_txn(&shared.client, deadline, "cannot read the lock queue", txn).await?;
-        Ok(self.view(&response))
+        let read = self.check_read(None);
+        let response = with_retries(deadline, "cannot read the lock queue", || {
+            let mut kv = shared.client.kv_client();
+            let (prefix, read) = (self.prefix.clone(), read.clone());
+            async move { kv.get(prefix, Some(read)).await }
+        })
+        .await?;
+        let revision = response.header().map_or(0, |h| h.revision());
+        Ok(self.view(response.kvs(), revision))
     }
 
     /// The same read, as of `revision` (our predecessor's deletion), served
@@ -243,43 +249,39 @@ impl Position {
         deadline: Instant,
     ) -> Result<View, LockError> {
         let mut kv = shared.client.kv_client();
-        match kv.txn(self.check_txn(Some(revision))).await {
-            Ok(response) => {
-                let mut view = self.view(&response);
-                view.revision = revision;
-                Ok(view)
-            }
+        match kv
+            .get(self.prefix.clone(), Some(self.check_read(Some(revision))))
+            .await
+        {
+            Ok(response) => Ok(self.view(response.kvs(), revision)),
             Err(_) => self.check(shared, deadline).await,
         }
     }
 
-    /// A read-only transaction: our entry, and the newest entry before it;
+    /// One range read of the queue: the two newest entries created no
+    /// later than ours — ours, if it still exists, and the one before it;
     /// linearizable, or serializable as of revision `at`.
-    fn check_txn(&self, at: Option<i64>) -> Txn {
-        let as_of = |read: GetOptions| match at {
+    fn check_read(&self, at: Option<i64>) -> GetOptions {
+        let read = newest_first(2).with_max_create_revision(self.revision);
+        match at {
             Some(revision) => read.with_serializable().with_revision(revision),
             None => read,
-        };
-        let own = as_of(GetOptions::new().with_keys_only());
-        let before_us = as_of(newest_first(1).with_max_create_revision(self.revision - 1));
-        Txn::new().and_then([
-            TxnOp::get(self.key.clone(), Some(own)),
-            TxnOp::get(self.prefix.clone(), Some(before_us)),
-        ])
+        }
     }
 
-    fn view(&self, response: &TxnResponse) -> View {
-        let ranges = ranges(response);
-        let own_exists = ranges.first().is_some_and(|own| {
-            own.first()
-                .is_some_and(|(_, revision)| *revision == self.revision)
-        });
-        let predecessor = ranges
-            .get(1)
-            .and_then(|before| before.first())
-            .map(|(key, _)| key.clone());
+    /// The view a [`check_read`](Self::check_read) of `entries` gives, as
+    /// of `revision`. An entry under our key with another create revision
+    /// is not ours (it is newer, and excluded by the read).
+    fn view(&self, entries: &[KeyValue], revision: i64) -> View {
+        let own_exists = entries
+            .first()
+            .is_some_and(|entry| entry.create_revision() == self.revision);
+        let predecessor = entries
+            .iter()
+            .find(|entry| entry.create_revision() < self.revision)
+            .map(|entry| entry.key().to_vec());
         View {
-            revision: header_revision(response),
+            revision,
             own_exists,
             predecessor,
         }
