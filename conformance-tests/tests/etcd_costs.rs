@@ -149,7 +149,7 @@ async fn hand_offs_between_the_same_lockers_reuse_their_watches() {
     let b = distlock::connect(&url).await.unwrap();
     let before = watch_requests(&server).await;
     let mut holding = a.lock("k").await.unwrap();
-    let mut next = [b, a];
+    let next = [b, a];
     for turn in 0..TURNS {
         let waiter = next[turn % 2].clone();
         let waiting = tokio::spawn(async move { waiter.lock("k").await });

@@ -8,7 +8,7 @@
 //! Each acquisition adds one entry `<lease-hex>-<n>`, where `n` tells
 //! apart the acquisitions of one lock that a session makes at the same
 //! time, so the same locker can queue twice for one key without taking it
-//! twice (see [`crate::names`] for why names are reused, not fresh).
+//! twice (the crate README says why names are reused, not fresh).
 
 use lock_core::LockName;
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
