@@ -116,9 +116,8 @@ struct Entry {
     cleanup: CleanupOnDrop,
 }
 
-/// Where our entry is.
+/// Where our entry is (its key is the entry's name).
 struct Position {
-    key: Vec<u8>,
     prefix: Vec<u8>,
     /// The entry's create revision.
     revision: i64,
@@ -168,7 +167,6 @@ impl Entry {
         let response = run_txn(&shared.client, deadline, "cannot queue for the lock", txn).await?;
         let mut entry = Self {
             at: Position {
-                key,
                 prefix: prefix.to_vec(),
                 revision: 0,
             },
@@ -197,10 +195,9 @@ impl Entry {
     /// Deletes our entry after a failed `try_lock`, and disarms the clean-up.
     async fn withdraw(self, shared: &Shared) -> Result<(), LockError> {
         let deadline = shared.retry_deadline(WaitMode::Try);
-        let key = &self.at.key;
         with_retries(deadline, "cannot leave the lock queue", || {
             let mut kv = shared.client.kv_client();
-            let key = key.clone();
+            let key = self.name.key().to_vec();
             async move { kv.delete(key, None).await }
         })
         .await?;
