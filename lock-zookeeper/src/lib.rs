@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod ahead;
 mod backend;
 pub mod config;
 mod error;

@@ -6,7 +6,10 @@
 //! watches only the node just ahead of it (no herd), so waiters are served
 //! in sequence order (FIFO). When that node goes and it was the only one
 //! ahead, the waiter holds the lock without listing again: sequence numbers
-//! only grow, so nobody can have queued ahead of it meanwhile.
+//! only grow, so nobody can have queued ahead of it meanwhile. Further back,
+//! a waiter also watches the node two ahead and lists the queue again when
+//! that one goes, so that by the time its predecessor releases, it knows
+//! the predecessor was the only one ahead (see [`crate::ahead`]).
 //!
 //! Cancel-safety: until the acquire returns, a [`CleanupOnDrop`] deletes
 //! the node — found by its guid while the create's reply is outstanding.
@@ -17,8 +20,9 @@ use std::time::Instant;
 use lock_core::{
     AcquireRequest, Acquired, CleanupOnDrop, FencingToken, LockError, Renewal, WaitMode,
 };
-use zookeeper_client::{Client, CreateMode, Error as ZkError, EventType, OneshotWatcher};
+use zookeeper_client::{Client, CreateMode, Error as ZkError, OneshotWatcher};
 
+use crate::ahead::{Ahead, AheadWatch, Next};
 use crate::error::{self, outcome_unknown};
 use crate::held::ZkHeld;
 use crate::names::{node_prefix, queue};
@@ -96,6 +100,7 @@ async fn pass(
         request.loss.clone(),
         children_watch,
     );
+    let mut watches = AheadWatch::default();
     loop {
         let children = match listing.take() {
             Some(children) => children,
@@ -122,30 +127,14 @@ async fn pass(
             }
             return Ok(Pass::NotAcquired);
         }
-        let only_one_ahead = ahead.len() == 1;
-        let predecessor = format!("{dir}/{}", predecessor.name);
-        let watched = session
-            .request(client.check_and_watch_stat(&predecessor))
-            .await;
-        let watcher = match watched {
-            Ok((Some(_), watcher)) => watcher,
-            Ok((None, _)) if only_one_ahead => {
-                return Ok(held(session, me, own, cleanup, requested_at))
-            }
-            Ok((None, _)) => continue,
-            Err(e) => return Err(error::map(&format!("watch {predecessor}"), e)),
+        let second = ahead.len().checked_sub(2).map(|i| ahead[i].name);
+        let ahead = Ahead {
+            predecessor: predecessor.name,
+            second,
         };
-        tokio::select! {
-            event = watcher.changed() => match event.event_type {
-                EventType::NodeDeleted if only_one_ahead => {
-                    return Ok(held(session, me, own, cleanup, requested_at));
-                }
-                EventType::Session if event.session_state.is_terminated() => {
-                    return Err(error::map("wait for the lock", ZkError::SessionExpired));
-                }
-                _ => {}
-            },
-            () = own.gone() => {}
+        match watches.wait(session, dir, ahead, &own).await? {
+            Next::Hold => return Ok(held(session, me, own, cleanup, requested_at)),
+            Next::Relist => {}
         }
     }
 }
