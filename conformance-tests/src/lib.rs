@@ -8,6 +8,7 @@
 pub mod etcd;
 pub mod harness;
 pub mod outage;
+pub mod queue;
 pub mod redis;
 pub mod zookeeper;
 

@@ -114,3 +114,113 @@ async fn repeated_acquisitions_reuse_one_entry_key() {
     );
     second.release().await.unwrap();
 }
+
+/// Waiters that give up in the middle of the queue: the others are served
+/// one at a time, in queue order (see `conformance_tests::queue`).
+mod queue_order {
+    use conformance_tests::etcd::{raw_client, shared_etcd_url};
+    use conformance_tests::queue::{self, assert_served_in_order, run_queue, Shape, QUEUE_KEY};
+    use distlock::lock_etcd::keys::queue_prefix;
+    use distlock::Locker;
+
+    async fn check(namespace: &str, (waiters, served): Shape) {
+        let url = shared_etcd_url().await.expect("etcd test server");
+        let url = conformance_tests::with_query(&url, &format!("namespace={namespace}&ttl=10s"));
+        let raw = raw_client(&url).await.unwrap();
+        let open = || async { distlock::connect(&url).await.unwrap() };
+        let queued = |holder: Locker| {
+            let mut kv = raw.kv_client();
+            async move {
+                let prefix = queue_prefix(&holder.name(QUEUE_KEY).unwrap());
+                let count = etcd_client::GetOptions::new()
+                    .with_prefix()
+                    .with_count_only();
+                let response = kv.get(prefix, Some(count)).await.unwrap();
+                usize::try_from(response.count()).unwrap()
+            }
+        };
+        let events = run_queue(open, queued, &waiters).await;
+        assert_served_in_order(&events, &served);
+    }
+
+    #[tokio::test]
+    async fn waiters_whose_predecessor_quits_wait_for_the_ones_still_ahead() {
+        check("etcdq-predecessor-quits", queue::predecessor_quits()).await;
+    }
+
+    #[tokio::test]
+    async fn waiters_whose_two_ahead_quit_wait_for_the_head() {
+        check("etcdq-two-ahead-quit", queue::two_ahead_quit()).await;
+    }
+
+    #[tokio::test]
+    async fn a_long_queue_is_served_in_order() {
+        check("etcdq-long", queue::long_queue()).await;
+    }
+}
+
+/// Two calls of one locker share its lease, so revoking it deletes the
+/// holder's entry and the waiter's at once. The waiter, seeing its
+/// predecessor (at the head) go, must not take the lock with its own entry
+/// gone: it queues again on a new lease and holds a lock that stays held.
+#[tokio::test]
+async fn a_waiter_behind_an_entry_of_its_own_lease_survives_the_revocation() {
+    use conformance_tests::etcd::{holder_entry, raw_client};
+    use distlock::lock_etcd::keys::queue_prefix;
+    use distlock::LockOptions;
+    use std::time::Duration;
+
+    let url = shared_etcd_url().await.expect("etcd test server");
+    let url = conformance_tests::with_query(&url, "namespace=revoke-own-lease&ttl=3s");
+    let locker = distlock::connect(&url).await.unwrap();
+    let raw = raw_client(&url).await.unwrap();
+    let first = locker.lock("k").await.unwrap();
+    let waiting = {
+        let locker = locker.clone();
+        tokio::spawn(async move {
+            locker
+                .lock_with("k", LockOptions::new().wait(Duration::from_secs(20)))
+                .await
+        })
+    };
+    let prefix = queue_prefix(&locker.name("k").unwrap());
+    let count = etcd_client::GetOptions::new()
+        .with_prefix()
+        .with_count_only();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while raw
+        .kv_client()
+        .get(prefix.clone(), Some(count.clone()))
+        .await
+        .unwrap()
+        .count()
+        < 2
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the waiter never queued"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (_, lease) = holder_entry(&raw, &locker, "k").await.unwrap().unwrap();
+    raw.lease_client().revoke(lease).await.unwrap();
+
+    tokio::time::timeout(Duration::from_secs(10), first.lost())
+        .await
+        .expect("the revocation was not noticed");
+    let second = tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .expect("the waiter never got the lock")
+        .unwrap()
+        .unwrap();
+    // Long past the holder's watch on its own entry (100 ms late at most,
+    // plus etcd's 100 ms catch-up of watches that start in the past).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        second.is_held(),
+        "the waiter took the lock with its entry gone"
+    );
+    let (_, new_lease) = holder_entry(&raw, &locker, "k").await.unwrap().unwrap();
+    assert_ne!(new_lease, lease);
+    second.release().await.unwrap();
+}

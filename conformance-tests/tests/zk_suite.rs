@@ -36,3 +36,52 @@ async fn zookeeper_declares_its_capabilities() {
     assert_eq!(locker.capabilities(), expected);
     assert_eq!(locker.backend_name(), "zookeeper");
 }
+
+/// Waiters that give up in the middle of the queue: the others are served
+/// one at a time, in queue order (see `conformance_tests::queue`).
+mod queue_order {
+    use conformance_tests::queue::{self, assert_served_in_order, run_queue, Shape, QUEUE_KEY};
+    use conformance_tests::zookeeper::{shared_standalone, zk_url};
+    use distlock::lock_zookeeper::names::lock_dir;
+    use distlock::Locker;
+
+    const BASE: &str = "/queue";
+
+    async fn check(namespace: &str, (waiters, served): Shape) {
+        let addrs = shared_standalone().await.unwrap_or_else(|e| panic!("{e}"));
+        let url = zk_url(&addrs, BASE, &format!("ttl=10s&namespace={namespace}"));
+        let hosts: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+        let raw = zookeeper_client::Client::connect(&hosts.join(","))
+            .await
+            .unwrap();
+        let open = || async { distlock::connect(&url).await.unwrap() };
+        let queued = |holder: Locker| {
+            let raw = raw.clone();
+            async move {
+                let dir = lock_dir(BASE, &holder.name(QUEUE_KEY).unwrap());
+                match raw.list_children(&dir).await {
+                    Ok(children) => children.len(),
+                    Err(zookeeper_client::Error::NoNode) => 0,
+                    Err(e) => panic!("list {dir}: {e}"),
+                }
+            }
+        };
+        let events = run_queue(open, queued, &waiters).await;
+        assert_served_in_order(&events, &served);
+    }
+
+    #[tokio::test]
+    async fn waiters_whose_predecessor_quits_wait_for_the_ones_still_ahead() {
+        check("zkq-predecessor-quits", queue::predecessor_quits()).await;
+    }
+
+    #[tokio::test]
+    async fn waiters_whose_two_ahead_quit_wait_for_the_head() {
+        check("zkq-two-ahead-quit", queue::two_ahead_quit()).await;
+    }
+
+    #[tokio::test]
+    async fn a_long_queue_is_served_in_order() {
+        check("zkq-long", queue::long_queue()).await;
+    }
+}

@@ -48,8 +48,8 @@ pub(crate) struct HeldEntry {
 }
 
 impl HeldEntry {
-    /// Starts holding `entry` (name, create revision), decided by a read at
-    /// revision `decided_at`: any deletion after it is reported.
+    /// Starts holding `entry` (name, create revision), known to exist as
+    /// of revision `decided_at`: any deletion after it is reported.
     pub(crate) fn start(
         shared: &Arc<Shared>,
         (name, token): (Arc<EntryName>, i64),

@@ -1,14 +1,21 @@
 //! Acquiring: the revision-ordered queue of one lock.
 //!
 //! An acquisition puts a unique entry under the lock's prefix, attached to
-//! the session lease, in one transaction that also reads the two newest
-//! entries: ours and, if any, our predecessor (the entry created just
-//! before ours). No predecessor: the lock is ours, after one round trip.
-//! Otherwise we watch only the predecessor's deletion — no herd; FIFO —
-//! and read again when it goes: the predecessor may have been a waiter
-//! that gave up, with an older entry still ahead of us. (Where the watch
-//! starts, and why the reads are made at fixed revisions: see
-//! [`WatchHub::watch_deletion`] and `Position::check_at`.)
+//! the session lease, in one transaction that also reads the three newest
+//! entries: ours and, if any, the two created just before it. No
+//! predecessor: the lock is ours, after one round trip. Otherwise we watch
+//! only the predecessor's deletion — no herd; FIFO — and, while it is not
+//! at the head, the deletion of the entry ahead of it.
+//!
+//! A predecessor's deletion hands us the lock only if it was at the head:
+//! it may have been a waiter that gave up, with an older entry still ahead
+//! of us. So when the entry ahead of the predecessor goes, we read the
+//! queue again (the predecessor most likely took the lock just then), and
+//! having seen the predecessor at the head, we take the lock on its
+//! deletion with no read in between: the hand-off waits for no request.
+//! Each entry is watched by at most the two waiters right behind it.
+//! (Where the watches start, and why the reads are made at fixed
+//! revisions: see [`WatchHub::watch_deletion`] and `Position::check_at`.)
 //!
 //! The holder is always the entry with the lowest create revision, which is
 //! also its fencing token: later entries get higher revisions, so tokens
@@ -35,7 +42,7 @@ use crate::held::HeldEntry;
 use crate::keys;
 use crate::names::EntryName;
 use crate::session::Lease;
-use crate::watch::Fired;
+use crate::watch::{Fired, WatchGuard};
 
 /// Takes the lock of `request`; see the module docs. `Ok(None)` when a
 /// [`WaitMode::Try`] finds it held. Cancel-safe: a dropped call deletes
@@ -100,7 +107,19 @@ pub(crate) async fn acquire(
 struct View {
     revision: i64,
     own_exists: bool,
-    predecessor: Option<Vec<u8>>,
+    /// The entry just ahead of ours.
+    predecessor: Option<Ahead>,
+    /// The key of the entry ahead of the predecessor; `None` means the
+    /// predecessor was at the head of the queue.
+    second: Option<Vec<u8>>,
+}
+
+/// An entry ahead of ours in the queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Ahead {
+    key: Vec<u8>,
+    /// The lease the entry is attached to.
+    lease: i64,
 }
 
 enum Turn {
@@ -157,7 +176,7 @@ impl Entry {
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
             .and_then([
                 TxnOp::put(key.clone(), request.owner.as_str(), Some(put)),
-                TxnOp::get(prefix.to_vec(), Some(newest_first(2))),
+                TxnOp::get(prefix.to_vec(), Some(newest_first(3))),
             ])
             .or_else([TxnOp::get(
                 key.clone(),
@@ -173,21 +192,16 @@ impl Entry {
             name,
             cleanup,
         };
-        let ranges = ranges(&response);
+        let newest = first_range(&response);
         if response.succeeded() {
-            // Our entry is the newest under the prefix as of this revision.
+            // Our entry is the newest under the prefix as of this revision,
+            // created by this transaction.
             entry.at.revision = header_revision(&response);
-            let newest = ranges.first().map(Vec::as_slice).unwrap_or_default();
-            let view = View {
-                revision: entry.at.revision,
-                own_exists: true,
-                predecessor: newest.get(1).map(|(key, _)| key.clone()),
-            };
+            let view = entry.at.view(&newest, entry.at.revision);
             return Ok((entry, view));
         }
         // An earlier try of this very request went through.
-        let own = ranges.first().and_then(|r| r.first());
-        entry.at.revision = own.map_or(0, |(_, revision)| *revision);
+        entry.at.revision = newest.first().map_or(0, KeyValue::create_revision);
         let view = entry.at.check(shared, deadline).await?;
         Ok((entry, view))
     }
@@ -228,17 +242,18 @@ impl Position {
         Ok(self.view(response.kvs(), revision))
     }
 
-    /// The same read, as of `revision` (our predecessor's deletion), served
-    /// by whichever member answers without a round through the leader.
+    /// The same read, as of `revision` (the deletion of an entry ahead of
+    /// ours), served by whichever member answers without a round through
+    /// the leader.
     ///
-    /// This is the hand-off's only read, and a linearizable one would wait
-    /// for the leader's next raft cycle, which under load means for the
-    /// fsync of other clients' writes. A read *at a fixed revision* needs no
-    /// such wait to be exact: it shows the queue as it was right after the
-    /// deletion, which is what decides whether we hold the lock from then
-    /// on (changes after it are caught by the watch on our own entry, which
-    /// starts at `revision + 1`). A member that has not applied `revision`
-    /// yet, or has compacted it, answers with an error: read linearizably.
+    /// A linearizable read would wait for the leader's next raft cycle,
+    /// which under load means for the fsync of other clients' writes. A
+    /// read *at a fixed revision* needs no such wait to be exact: it shows
+    /// the queue as it was right after the deletion, which is what decides
+    /// whether we hold the lock from then on (changes after it are caught
+    /// by the watches, which start at `revision + 1`). A member that has
+    /// not applied `revision` yet, or has compacted it, answers with an
+    /// error: read linearizably.
     async fn check_at(
         &self,
         shared: &Shared,
@@ -255,11 +270,11 @@ impl Position {
         }
     }
 
-    /// One range read of the queue: the two newest entries created no
-    /// later than ours — ours, if it still exists, and the one before it;
+    /// One range read of the queue: the three newest entries created no
+    /// later than ours — ours, if it still exists, and the two before it;
     /// linearizable, or serializable as of revision `at`.
     fn check_read(&self, at: Option<i64>) -> GetOptions {
-        let read = newest_first(2).with_max_create_revision(self.revision);
+        let read = newest_first(3).with_max_create_revision(self.revision);
         match at {
             Some(revision) => read.with_serializable().with_revision(revision),
             None => read,
@@ -273,14 +288,18 @@ impl Position {
         let own_exists = entries
             .first()
             .is_some_and(|entry| entry.create_revision() == self.revision);
-        let predecessor = entries
+        let mut older = entries
             .iter()
-            .find(|entry| entry.create_revision() < self.revision)
-            .map(|entry| entry.key().to_vec());
+            .filter(|entry| entry.create_revision() < self.revision);
+        let predecessor = older.next().map(|entry| Ahead {
+            key: entry.key().to_vec(),
+            lease: entry.lease(),
+        });
         View {
             revision,
             own_exists,
             predecessor,
+            second: older.next().map(|entry| entry.key().to_vec()),
         }
     }
 
@@ -297,7 +316,7 @@ impl Position {
             if !view.own_exists || lease.is_lost() {
                 return Ok(Turn::Requeue);
             }
-            let Some(predecessor) = view.predecessor.take() else {
+            let Some(predecessor) = view.predecessor.clone() else {
                 return Ok(Turn::Holder {
                     revision: view.revision,
                 });
@@ -305,7 +324,8 @@ impl Position {
             if !wait.may_wait() {
                 return Ok(Turn::Busy);
             }
-            let next = self.wait_for_deletion(shared, predecessor, &view, &mut lease_lost, wait);
+            let next =
+                self.wait_for_deletion(shared, lease, predecessor, view, &mut lease_lost, wait);
             match next.await? {
                 Some(next) => view = next,
                 None => return Ok(Turn::Requeue),
@@ -313,41 +333,71 @@ impl Position {
         }
     }
 
-    /// Watches `predecessor` (the one `view` found) until the queue may
-    /// have changed in our favour, and returns a fresh view; `None` if the
-    /// session was lost meanwhile.
+    /// Watches `predecessor` (the one `view` found), and the entry ahead
+    /// of it if there is one, until the queue may have changed in our
+    /// favour; returns the view to decide on next. `None` if the session
+    /// was lost meanwhile.
+    ///
+    /// When the entry ahead of the predecessor goes, the queue is read
+    /// again while the predecessor most likely holds the lock: seeing it at
+    /// the head then, we take the lock on its deletion without another
+    /// read, so the hand-off waits for no request. That needs our own
+    /// entry to still exist: it did as of the view, and the holder's watch
+    /// on it replays every change since ([`HeldEntry::start`] is given the
+    /// view's revision), so an entry removed from outside in between is
+    /// reported lost at once. A predecessor on our own lease (another call
+    /// of this locker) is always read after: a revoked lease deletes both
+    /// entries in one go.
     async fn wait_for_deletion(
         &self,
         shared: &Shared,
-        predecessor: Vec<u8>,
-        view: &View,
+        lease: &Lease,
+        predecessor: Ahead,
+        mut view: View,
         lease_lost: &mut watch::Receiver<bool>,
         wait: WaitMode,
     ) -> Result<Option<View>, LockError> {
-        let (fired_tx, mut fired) = mpsc::unbounded_channel();
-        let _watch = shared.hub.watch_deletion(
-            predecessor.clone(),
-            view.revision,
-            Box::new(move |event| {
-                let _ = fired_tx.send(event);
-            }),
-        );
+        let (mut predecessor_fired, _predecessor_watch) =
+            watch_deletion(shared, &predecessor.key, view.revision);
+        let mut second = view
+            .second
+            .as_ref()
+            .map(|key| (key.clone(), watch_deletion(shared, key, view.revision)));
         loop {
-            let event = tokio::select! {
-                event = fired.recv() => event,
+            let second_fired = async {
+                match second.as_mut() {
+                    Some((_, (fired, _))) => Some(fired.recv().await),
+                    None => std::future::pending().await,
+                }
+            };
+            let (about_predecessor, event) = tokio::select! {
+                event = predecessor_fired.recv() => (true, event),
+                Some(event) = second_fired => (false, event),
                 _ = lease_lost.wait_for(|lost| *lost) => return Ok(None),
             };
+            // A predecessor watch that reported anything but its creation
+            // has ended.
+            let predecessor_watched =
+                !about_predecessor || matches!(event, Some(Fired::Created { .. }));
             let deadline = shared.retry_deadline(wait);
             let next = match event {
                 // Nothing was written since our read: nothing to check.
                 Some(Fired::Created { revision }) if revision <= view.revision => continue,
-                // The watch starts at `revision`: what happened before it
-                // must be read.
-                Some(Fired::Created { revision }) => {
-                    self.check_at(shared, revision, deadline).await?
+                Some(Fired::Deleted { .. })
+                    if about_predecessor
+                        && view.second.is_none()
+                        && predecessor.lease != lease.id() =>
+                {
+                    // At the head as of `view`, and now gone: ours.
+                    return Ok(Some(View {
+                        predecessor: None,
+                        ..view
+                    }));
                 }
-                Some(Fired::Deleted { revision }) => {
-                    return self.check_at(shared, revision, deadline).await.map(Some)
+                // The watch starts at `revision`: what happened before it
+                // must be read. Or a deletion: read the queue as of it.
+                Some(Fired::Created { revision } | Fired::Deleted { revision }) => {
+                    self.check_at(shared, revision, deadline).await?
                 }
                 Some(Fired::Refused(reason)) => {
                     return Err(LockError::Backend {
@@ -356,16 +406,42 @@ impl Position {
                     })
                 }
                 // Compacted history, or the hub went away: read afresh.
-                Some(Fired::Compacted) | None => {
-                    return self.check(shared, deadline).await.map(Some)
-                }
+                Some(Fired::Compacted) | None => self.check(shared, deadline).await?,
             };
-            let unchanged = next.own_exists && next.predecessor.as_ref() == Some(&predecessor);
-            if !unchanged {
+            let same_predecessor =
+                next.own_exists && next.predecessor.as_ref() == Some(&predecessor);
+            if !same_predecessor || !predecessor_watched {
                 return Ok(Some(next));
             }
+            // Still waiting on the same predecessor: keep its watch, and
+            // watch whichever entry is now ahead of it.
+            if next.second != view.second || !about_predecessor {
+                second = next
+                    .second
+                    .as_ref()
+                    .map(|key| (key.clone(), watch_deletion(shared, key, next.revision)));
+            }
+            view = next;
         }
     }
+}
+
+/// A deletion watch on `key` after revision `after`, on the backend's hub,
+/// and the channel its events arrive on.
+fn watch_deletion(
+    shared: &Shared,
+    key: &[u8],
+    after: i64,
+) -> (mpsc::UnboundedReceiver<Fired>, WatchGuard) {
+    let (fired_tx, fired) = mpsc::unbounded_channel();
+    let guard = shared.hub.watch_deletion(
+        key.to_vec(),
+        after,
+        Box::new(move |event| {
+            let _ = fired_tx.send(event);
+        }),
+    );
+    (fired, guard)
 }
 
 /// Deletes a queue entry whose acquire was abandoned. If nothing was
@@ -416,6 +492,18 @@ pub(crate) async fn run_txn(
 /// The revision of the store when the transaction ran.
 pub(crate) fn header_revision(response: &TxnResponse) -> i64 {
     response.header().map_or(0, |h| h.revision())
+}
+
+/// The entries the first range read of a transaction found.
+fn first_range(response: &TxnResponse) -> Vec<KeyValue> {
+    response
+        .op_responses()
+        .into_iter()
+        .find_map(|op| match op {
+            TxnOpResponse::Get(get) => Some(get.kvs().to_vec()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// The key and create revision of each range read of a transaction.
