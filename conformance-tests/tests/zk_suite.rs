@@ -85,3 +85,37 @@ mod queue_order {
         check("zkq-long", queue::long_queue()).await;
     }
 }
+
+/// Where a session last had to wait, its next acquisition lists the queue
+/// without a child watch and watches its own node directly: a lock taken
+/// there and then deleted from outside is still reported lost.
+#[tokio::test]
+async fn a_lock_taken_where_the_session_last_waited_reports_its_removal() {
+    use std::time::Duration;
+
+    let factory = zk_factory().await;
+    let url = conformance_tests::with_query(&factory.url(), "namespace=zk-busy-hint&ttl=10s");
+    let first = distlock::connect(&url).await.unwrap();
+    let second = distlock::connect(&url).await.unwrap();
+    let held = first.lock("k").await.unwrap();
+    let waiting = {
+        let second = second.clone();
+        tokio::spawn(async move { second.lock("k").await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    held.release().await.unwrap();
+    let handed = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter never got the lock")
+        .unwrap()
+        .unwrap();
+    handed.release().await.unwrap();
+
+    // Uncontended now, but the session remembers having waited here.
+    let guard = second.lock("k").await.unwrap();
+    factory.delete_holder(&second, "k").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), guard.lost())
+        .await
+        .expect("the removal was not reported");
+    assert!(!guard.is_held());
+}

@@ -14,6 +14,8 @@
 //! Cancel-safety: until the acquire returns, a [`CleanupOnDrop`] deletes
 //! the node — found by its guid while the create's reply is outstanding.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -91,7 +93,7 @@ async fn pass(
     let cleanup = CleanupOnDrop::new(delete_node(client.clone(), me.path.clone()));
     by_guid.disarm();
     let (mut listing, children_watch) = match listing {
-        Some((children, watch)) => (Some(children), Some(watch)),
+        Some((children, watch)) => (Some(children), watch),
         None => (None, None),
     };
     let own = NodeWatch::start(
@@ -101,6 +103,7 @@ async fn pass(
         children_watch,
     );
     let mut watches = AheadWatch::default();
+    let mut first_look = true;
     loop {
         let children = match listing.take() {
             Some(children) => children,
@@ -115,6 +118,9 @@ async fn pass(
             .iter()
             .take_while(|n| n.sequence < me.sequence)
             .collect();
+        if std::mem::take(&mut first_look) {
+            session.contended().record(dir, !ahead.is_empty());
+        }
         let Some(predecessor) = ahead.last() else {
             return Ok(held(session, me, own, cleanup, requested_at));
         };
@@ -163,24 +169,41 @@ fn held(
     })
 }
 
+/// The contenders of a directory, and the child watch the listing left on
+/// it, if it was asked to.
+type Listing = (Vec<String>, Option<OneshotWatcher>);
+
 /// Creates our node (and its parent directories, as containers, when
-/// missing), listing the directory in the same round trip and leaving a
-/// child watch on it (see [`NodeWatch`]). After a lost reply, finds the
+/// missing), listing the directory in the same round trip and, unless the
+/// lock was busy last time, leaving a child watch on it (see [`NodeWatch`]
+/// and [`crate::contended`]). After a lost reply, finds the
 /// node by its guid instead of creating a second one.
 async fn enter(
     session: &Session,
     dir: &str,
     guid: &str,
     owner: &[u8],
-) -> Result<(Contender, Option<(Vec<String>, OneshotWatcher)>), LockError> {
+) -> Result<(Contender, Option<Listing>), LockError> {
     let client = session.client();
     let prefix = node_prefix(dir, guid);
     let options = CreateMode::EphemeralSequential.with_acls(session.acls());
+    // Where we had to wait last time, a child watch would fire for nothing.
+    let watch_children = !session.contended().was_contended(dir);
     let mut parent_retries = 0;
     loop {
         // Both requests are sent here, in this order, before either is awaited.
         let create = client.create(&prefix, owner, &options);
-        let listing = client.list_and_watch_children(dir);
+        let listing: Pin<Box<dyn Future<Output = Result<Listing, ZkError>> + Send + '_>> =
+            if watch_children {
+                let listing = client.list_and_watch_children(dir);
+                Box::pin(async move {
+                    let (children, watch) = listing.await?;
+                    Ok((children, Some(watch)))
+                })
+            } else {
+                let listing = client.list_children(dir);
+                Box::pin(async move { Ok((listing.await?, None)) })
+            };
         let (created, listed) = tokio::join!(session.request(create), session.request(listing));
         match created {
             Ok((stat, sequence)) => {

@@ -5,7 +5,9 @@
 //! listing of the contenders directory left behind: it costs no request of
 //! its own, and an uncontended lock never needs another. Only when the
 //! directory changes (a waiter arrives, a node goes) does the task switch
-//! to an `exists` watch on our own node.
+//! to an `exists` watch on our own node. Where the lock was busy last time,
+//! the listing leaves no child watch (it would fire for nothing, see
+//! [`crate::contended`]) and the task starts with the `exists` watch.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
