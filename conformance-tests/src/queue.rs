@@ -118,6 +118,19 @@ where
     Arc::try_unwrap(events).unwrap().into_inner().unwrap()
 }
 
+/// Runs [`run_queue`] on `shape` and asserts that the waiters it names
+/// were served one at a time, in queue order.
+pub async fn check_queue<O, OF, Q, QF>(open: O, queued: Q, (waiters, served): Shape)
+where
+    O: Fn() -> OF,
+    OF: Future<Output = Locker>,
+    Q: Fn(Locker) -> QF,
+    QF: Future<Output = usize>,
+{
+    let events = run_queue(open, queued, &waiters).await;
+    assert_served_in_order(&events, &served);
+}
+
 /// Asserts that the waiters in `stayed` took the lock one at a time (each
 /// left before the next took it), in this order, and nobody else did.
 pub fn assert_served_in_order(events: &[Event], stayed: &[usize]) {
@@ -163,4 +176,30 @@ pub fn two_ahead_quit() -> Shape {
 /// Nobody quits: served strictly in order, never two holders at once.
 pub fn long_queue() -> Shape {
     (vec![Waiter::Stays; 8], (0..8).collect())
+}
+
+/// Defines the queue-order tests for one backend, in the module where it
+/// is invoked: `$check(namespace, shape)` must run [`run_queue`] on one
+/// [`Shape`] with lockers in that namespace and assert its outcome; each
+/// test's namespace is `$prefix` and the shape's name.
+#[macro_export]
+macro_rules! queue_order_tests {
+    ($prefix:literal, $check:path) => {
+        #[tokio::test]
+        async fn waiters_whose_predecessor_quits_wait_for_the_ones_still_ahead() {
+            let shape = $crate::queue::predecessor_quits();
+            $check(concat!($prefix, "-predecessor-quits"), shape).await;
+        }
+
+        #[tokio::test]
+        async fn waiters_whose_two_ahead_quit_wait_for_the_head() {
+            let shape = $crate::queue::two_ahead_quit();
+            $check(concat!($prefix, "-two-ahead-quit"), shape).await;
+        }
+
+        #[tokio::test]
+        async fn a_long_queue_is_served_in_order() {
+            $check(concat!($prefix, "-long"), $crate::queue::long_queue()).await;
+        }
+    };
 }

@@ -119,11 +119,11 @@ async fn repeated_acquisitions_reuse_one_entry_key() {
 /// one at a time, in queue order (see `conformance_tests::queue`).
 mod queue_order {
     use conformance_tests::etcd::{raw_client, shared_etcd_url};
-    use conformance_tests::queue::{self, assert_served_in_order, run_queue, Shape, QUEUE_KEY};
+    use conformance_tests::queue::{check_queue, Shape, QUEUE_KEY};
     use distlock::lock_etcd::keys::queue_prefix;
     use distlock::Locker;
 
-    async fn check(namespace: &str, (waiters, served): Shape) {
+    async fn check(namespace: &str, shape: Shape) {
         let url = shared_etcd_url().await.expect("etcd test server");
         let url = conformance_tests::with_query(&url, &format!("namespace={namespace}&ttl=10s"));
         let raw = raw_client(&url).await.unwrap();
@@ -139,24 +139,10 @@ mod queue_order {
                 usize::try_from(response.count()).unwrap()
             }
         };
-        let events = run_queue(open, queued, &waiters).await;
-        assert_served_in_order(&events, &served);
+        check_queue(open, queued, shape).await;
     }
 
-    #[tokio::test]
-    async fn waiters_whose_predecessor_quits_wait_for_the_ones_still_ahead() {
-        check("etcdq-predecessor-quits", queue::predecessor_quits()).await;
-    }
-
-    #[tokio::test]
-    async fn waiters_whose_two_ahead_quit_wait_for_the_head() {
-        check("etcdq-two-ahead-quit", queue::two_ahead_quit()).await;
-    }
-
-    #[tokio::test]
-    async fn a_long_queue_is_served_in_order() {
-        check("etcdq-long", queue::long_queue()).await;
-    }
+    conformance_tests::queue_order_tests!("etcdq", check);
 }
 
 /// Two calls of one locker share its lease, so revoking it deletes the

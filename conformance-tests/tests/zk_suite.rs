@@ -40,14 +40,14 @@ async fn zookeeper_declares_its_capabilities() {
 /// Waiters that give up in the middle of the queue: the others are served
 /// one at a time, in queue order (see `conformance_tests::queue`).
 mod queue_order {
-    use conformance_tests::queue::{self, assert_served_in_order, run_queue, Shape, QUEUE_KEY};
+    use conformance_tests::queue::{check_queue, Shape, QUEUE_KEY};
     use conformance_tests::zookeeper::{shared_standalone, zk_url};
     use distlock::lock_zookeeper::names::lock_dir;
     use distlock::Locker;
 
     const BASE: &str = "/queue";
 
-    async fn check(namespace: &str, (waiters, served): Shape) {
+    async fn check(namespace: &str, shape: Shape) {
         let addrs = shared_standalone().await.unwrap_or_else(|e| panic!("{e}"));
         let url = zk_url(&addrs, BASE, &format!("ttl=10s&namespace={namespace}"));
         let hosts: Vec<String> = addrs.iter().map(ToString::to_string).collect();
@@ -66,24 +66,10 @@ mod queue_order {
                 }
             }
         };
-        let events = run_queue(open, queued, &waiters).await;
-        assert_served_in_order(&events, &served);
+        check_queue(open, queued, shape).await;
     }
 
-    #[tokio::test]
-    async fn waiters_whose_predecessor_quits_wait_for_the_ones_still_ahead() {
-        check("zkq-predecessor-quits", queue::predecessor_quits()).await;
-    }
-
-    #[tokio::test]
-    async fn waiters_whose_two_ahead_quit_wait_for_the_head() {
-        check("zkq-two-ahead-quit", queue::two_ahead_quit()).await;
-    }
-
-    #[tokio::test]
-    async fn a_long_queue_is_served_in_order() {
-        check("zkq-long", queue::long_queue()).await;
-    }
+    conformance_tests::queue_order_tests!("zkq", check);
 }
 
 /// Where a session last had to wait, its next acquisition lists the queue
