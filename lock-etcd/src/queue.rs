@@ -362,11 +362,11 @@ impl Position {
         let mut second = view
             .second
             .as_ref()
-            .map(|key| (key.clone(), watch_deletion(shared, key, view.revision)));
+            .map(|key| watch_deletion(shared, key, view.revision));
         loop {
             let second_fired = async {
                 match second.as_mut() {
-                    Some((_, (fired, _))) => Some(fired.recv().await),
+                    Some((fired, _)) => Some(fired.recv().await),
                     None => std::future::pending().await,
                 }
             };
@@ -419,7 +419,7 @@ impl Position {
                 second = next
                     .second
                     .as_ref()
-                    .map(|key| (key.clone(), watch_deletion(shared, key, next.revision)));
+                    .map(|key| watch_deletion(shared, key, next.revision));
             }
             view = next;
         }
