@@ -8,6 +8,7 @@
 //! ahead, releases, and reports what each did, so a test can check that
 //! the rest were served one at a time, in queue order.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -44,18 +45,20 @@ pub enum Event {
 }
 
 /// Holds [`QUEUE_KEY`] with a locker from `open`, queues `waiters` behind
-/// it in this order (each on a locker of its own, entering only once
-/// `queued` reports one more contender than before), waits until those
-/// that quit have timed out, releases, and returns what the waiters did.
+/// it in this order (each on a locker of its own, entering only once the
+/// one before it is in the queue), waits until those that quit have timed
+/// out, releases, and returns what the waiters did.
 ///
-/// `queued(holder)` counts the contenders queued for [`QUEUE_KEY`] in
-/// `holder`'s namespace, holder included, read from outside distlock.
+/// `queued(holder)` lists the names of the entries queued for
+/// [`QUEUE_KEY`] in `holder`'s namespace, read from outside distlock. A
+/// waiter is in the queue once a name shows up that was not there before
+/// it started (counting would be fooled by a waiter that quits meanwhile).
 pub async fn run_queue<O, OF, Q, QF>(open: O, queued: Q, waiters: &[Waiter]) -> Vec<Event>
 where
     O: Fn() -> OF,
     OF: Future<Output = Locker>,
     Q: Fn(Locker) -> QF,
-    QF: Future<Output = usize>,
+    QF: Future<Output = Vec<String>>,
 {
     let holder = open().await;
     let guard = holder.lock(QUEUE_KEY).await.unwrap();
@@ -63,6 +66,7 @@ where
     let mut tasks = Vec::new();
     for (i, &waiter) in waiters.iter().enumerate() {
         let locker = open().await;
+        let before: HashSet<String> = queued(holder.clone()).await.into_iter().collect();
         let events = Arc::clone(&events);
         tasks.push(tokio::spawn(async move {
             let options = match waiter {
@@ -82,10 +86,12 @@ where
                 Err(e) => panic!("waiter {i}: {e}"),
             }
         }));
-        // The holder plus one per waiter so far.
-        let expected = i + 2;
         tokio::time::timeout(Duration::from_secs(10), async {
-            while queued(holder.clone()).await < expected {
+            loop {
+                let now = queued(holder.clone()).await;
+                if now.iter().any(|name| !before.contains(name)) {
+                    return;
+                }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         })
@@ -125,7 +131,7 @@ where
     O: Fn() -> OF,
     OF: Future<Output = Locker>,
     Q: Fn(Locker) -> QF,
-    QF: Future<Output = usize>,
+    QF: Future<Output = Vec<String>>,
 {
     let events = run_queue(open, queued, &waiters).await;
     assert_served_in_order(&events, &served);

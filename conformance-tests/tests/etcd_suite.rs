@@ -132,11 +132,15 @@ mod queue_order {
             let mut kv = raw.kv_client();
             async move {
                 let prefix = queue_prefix(&holder.name(QUEUE_KEY).unwrap());
-                let count = etcd_client::GetOptions::new()
+                let keys = etcd_client::GetOptions::new()
                     .with_prefix()
-                    .with_count_only();
-                let response = kv.get(prefix, Some(count)).await.unwrap();
-                usize::try_from(response.count()).unwrap()
+                    .with_keys_only();
+                let response = kv.get(prefix, Some(keys)).await.unwrap();
+                response
+                    .kvs()
+                    .iter()
+                    .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
+                    .collect()
             }
         };
         check_queue(open, queued, shape).await;

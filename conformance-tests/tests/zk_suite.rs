@@ -60,8 +60,8 @@ mod queue_order {
             async move {
                 let dir = lock_dir(BASE, &holder.name(QUEUE_KEY).unwrap());
                 match raw.list_children(&dir).await {
-                    Ok(children) => children.len(),
-                    Err(zookeeper_client::Error::NoNode) => 0,
+                    Ok(children) => children,
+                    Err(zookeeper_client::Error::NoNode) => Vec::new(),
                     Err(e) => panic!("list {dir}: {e}"),
                 }
             }
