@@ -88,7 +88,20 @@ async fn a_lock_taken_where_the_session_last_waited_reports_its_removal() {
         let second = second.clone();
         tokio::spawn(async move { second.lock("k").await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Released only once the second locker is queued behind it.
+    let addrs = shared_standalone().await.unwrap_or_else(|e| panic!("{e}"));
+    let hosts: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+    let raw = zookeeper_client::Client::connect(&hosts.join(","))
+        .await
+        .unwrap();
+    let dir = distlock::lock_zookeeper::names::lock_dir("/suite", &second.name("k").unwrap());
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while raw.list_children(&dir).await.map_or(0, |c| c.len()) < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the second locker never queued");
     held.release().await.unwrap();
     let handed = tokio::time::timeout(Duration::from_secs(10), waiting)
         .await
