@@ -34,6 +34,11 @@ async fn locker(server: &Server, namespace: &str) -> Locker {
     distlock::connect(&url).await.unwrap()
 }
 
+/// Takes `key` and releases it at once.
+async fn lock_release(locks: &Locker, key: &str) {
+    locks.lock(key).await.unwrap().release().await.unwrap();
+}
+
 /// p50 and p99 of `samples`, in microseconds.
 fn percentiles(samples: &mut [Duration]) -> (f64, f64) {
     samples.sort();
@@ -226,18 +231,14 @@ async fn bench_throughput() {
     for _ in 0..clients {
         lockers.push(locker(&server, "throughput").await);
     }
-    // A fresh server runs interpreted for its first seconds of load (see
+    // A fresh server runs interpreted for its first ~10 s of load (see
     // BENCHMARKS.md, 2026-11-23): warm it up, unmeasured.
-    run_clients(lockers.clone(), |locks, _| async move {
-        locks
-            .lock("warm-up")
-            .await
-            .unwrap()
-            .release()
-            .await
-            .unwrap();
-    })
-    .await;
+    for _ in 0..2 {
+        run_clients(lockers.clone(), |locks, _| async move {
+            lock_release(&locks, "warm-up").await;
+        })
+        .await;
+    }
     let one_key = run_clients(lockers.clone(), |locks, _| async move {
         locks.lock("one").await.unwrap().release().await.unwrap();
     })
@@ -307,13 +308,7 @@ async fn bench_holding_many_locks() {
     let server = server().await;
     tcp_request(server.addr(), b"srvr", "Mode:").await.unwrap();
     let locks = locker(&server, "holding").await;
-    locks
-        .lock("warm-up")
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    lock_release(&locks, "warm-up").await;
     let rate = |before: u64, after: u64| (after - before) as f64 / WINDOW.as_secs_f64();
 
     let before = server_received(&server).await;
