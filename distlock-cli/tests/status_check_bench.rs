@@ -144,19 +144,10 @@ fn bench_json_has_every_number() {
 
 #[test]
 fn bench_on_memory_says_the_floor_is_not_available() {
-    let out = output({
-        let mut command = common::distlock();
-        command.args([
-            "--url",
-            "mem://",
-            "bench",
-            "--duration",
-            "300ms",
-            "--clients",
-            "2",
-        ]);
-        command
-    });
+    let out = output(common::distlock_at(
+        "mem://",
+        &["bench", "--duration", "300ms", "--clients", "2"],
+    ));
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("floor      n/a"), "{}", stdout(&out));
 }
@@ -208,19 +199,10 @@ fn bench_hold_reports_what_holding_locks_costs() {
 
 #[test]
 fn bench_hold_table_names_every_number() {
-    let out = output({
-        let mut command = common::distlock();
-        command.args([
-            "--url",
-            "mem://",
-            "bench",
-            "--hold",
-            "50",
-            "--hold-for",
-            "200ms",
-        ]);
-        command
-    });
+    let out = output(common::distlock_at(
+        "mem://",
+        &["bench", "--hold", "50", "--hold-for", "200ms"],
+    ));
     let text = stdout(&out);
     assert!(out.status.success(), "{text}\n{}", stderr(&out));
     assert!(text.contains("backend    mem"), "{text}");
@@ -246,11 +228,9 @@ fn bench_hold_table_names_every_number() {
 #[test]
 fn bench_threads_choose_the_runtime_and_the_report_names_it() {
     for (threads, runtime) in [("1", "current thread"), ("3", "3 worker threads")] {
-        let out = output({
-            let mut command = common::distlock();
-            command.args([
-                "--url",
-                "mem://",
+        let out = output(common::distlock_at(
+            "mem://",
+            &[
                 "bench",
                 "--duration",
                 "300ms",
@@ -259,9 +239,8 @@ fn bench_threads_choose_the_runtime_and_the_report_names_it() {
                 "--threads",
                 threads,
                 "--json",
-            ]);
-            command
-        });
+            ],
+        ));
         assert!(out.status.success(), "{}", stderr(&out));
         let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
         assert_eq!(report["runtime"], runtime, "{report}");
@@ -270,8 +249,7 @@ fn bench_threads_choose_the_runtime_and_the_report_names_it() {
             "{report}"
         );
     }
-    let zero = common::distlock()
-        .args(["--url", "mem://", "bench", "--threads", "0"])
+    let zero = common::distlock_at("mem://", &["bench", "--threads", "0"])
         .output()
         .unwrap();
     assert_eq!(zero.status.code(), Some(2), "{}", stderr(&zero));

@@ -22,7 +22,7 @@ use lock_core::{
 use crate::backend::Shared;
 use crate::client::with_retries;
 use crate::names::EntryName;
-use crate::queue::ranges;
+use crate::queue::first_range;
 use crate::session::Lease;
 use crate::watch::{Fired, WatchGuard};
 
@@ -202,7 +202,7 @@ async fn compare_and_delete(
     // After a try whose answer was lost, that try may have deleted the
     // entry: absent now, with the session alive, counts as released.
     let retried = attempts.load(Ordering::Relaxed) > 1;
-    let absent = ranges(&response).first().is_none_or(Vec::is_empty);
+    let absent = first_range(&response).is_empty();
     if retried && absent && !lease.is_lost() {
         return Ok(Released::Yes);
     }

@@ -152,7 +152,8 @@ fn newest_first(limit: i64) -> GetOptions {
 }
 
 impl Entry {
-    /// Puts a fresh entry and reads its predecessor, in one transaction.
+    /// Puts our entry and reads the two entries before it, in one
+    /// transaction.
     async fn enqueue(
         shared: &Shared,
         prefix: &[u8],
@@ -495,7 +496,7 @@ pub(crate) fn header_revision(response: &TxnResponse) -> i64 {
 }
 
 /// The entries the first range read of a transaction found.
-fn first_range(response: &TxnResponse) -> Vec<KeyValue> {
+pub(crate) fn first_range(response: &TxnResponse) -> Vec<KeyValue> {
     response
         .op_responses()
         .into_iter()
@@ -504,21 +505,4 @@ fn first_range(response: &TxnResponse) -> Vec<KeyValue> {
             _ => None,
         })
         .unwrap_or_default()
-}
-
-/// The key and create revision of each range read of a transaction.
-pub(crate) fn ranges(response: &TxnResponse) -> Vec<Vec<(Vec<u8>, i64)>> {
-    response
-        .op_responses()
-        .into_iter()
-        .filter_map(|op| match op {
-            TxnOpResponse::Get(get) => Some(
-                get.kvs()
-                    .iter()
-                    .map(|kv| (kv.key().to_vec(), kv.create_revision()))
-                    .collect(),
-            ),
-            _ => None,
-        })
-        .collect()
 }
