@@ -22,7 +22,8 @@ async fn redis_factory() -> RedisFactory {
 lock_core::conformance_tests!(redis, redis_factory);
 
 /// The flags the suite picks cases by: a Redis lock expires on its own,
-/// can be broken by an operator and wakes waiters across processes.
+/// can be broken by an operator, wakes waiters across processes and hands
+/// itself to its waiters in order.
 #[tokio::test]
 async fn redis_declares_its_capabilities() {
     let locker = distlock::connect(&shared_redis_url().await.unwrap())
@@ -35,6 +36,337 @@ async fn redis_declares_its_capabilities() {
             && caps.force_release
             && caps.notified_wakeups
             && caps.remote
+            && caps.fifo
     );
-    assert!(!caps.fifo);
+}
+
+/// A raw connection to the suite's server, for looking at a lock's keys
+/// from outside distlock.
+async fn raw_redis() -> ::redis::aio::MultiplexedConnection {
+    let url = shared_redis_url().await.unwrap();
+    ::redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// The owner ids in line for `key` in `locker`'s namespace, in order,
+/// without the places already given up.
+async fn waiters_in_line(
+    raw: &mut ::redis::aio::MultiplexedConnection,
+    locker: &distlock::Locker,
+    key: &str,
+) -> Vec<String> {
+    use distlock::lock_redis::keys::LockKeys;
+
+    let keys = LockKeys::new(&locker.name(key).unwrap());
+    let (line, places): (Vec<String>, Vec<String>) = ::redis::pipe()
+        .cmd("LRANGE")
+        .arg(&keys.queue)
+        .arg(0)
+        .arg(-1)
+        .cmd("HKEYS")
+        .arg(&keys.waiters)
+        .query_async(raw)
+        .await
+        .unwrap();
+    line.into_iter().filter(|o| places.contains(o)).collect()
+}
+
+/// Waits until `key` has `n` waiters in line.
+async fn until_in_line(locker: &distlock::Locker, key: &str, n: usize) {
+    let mut raw = raw_redis().await;
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while waiters_in_line(&mut raw, locker, key).await.len() < n {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{n} waiters never queued"));
+}
+
+/// Waiters that give up in the middle of the queue: the others are handed
+/// the lock one at a time, in queue order (see `conformance_tests::queue`).
+mod queue_order {
+    use conformance_tests::queue::{check_queue, Shape, QUEUE_KEY};
+    use distlock::Locker;
+
+    async fn check(namespace: &str, shape: Shape) {
+        let base = super::shared_redis_url().await.unwrap();
+        let url = conformance_tests::with_query(&base, &format!("ttl=10s&namespace={namespace}"));
+        let raw = super::raw_redis().await;
+        let open = || async { distlock::connect(&url).await.unwrap() };
+        let queued = |holder: Locker| {
+            let mut raw = raw.clone();
+            async move { super::waiters_in_line(&mut raw, &holder, QUEUE_KEY).await }
+        };
+        check_queue(open, queued, shape).await;
+    }
+
+    conformance_tests::queue_order_tests!("redisq", check);
+}
+
+/// Opens a locker on the suite's server in `namespace` with a 10 s ttl:
+/// a hand-off that went astray would show as a wait of that length.
+async fn locker_in(namespace: &str) -> distlock::Locker {
+    let base = shared_redis_url().await.unwrap();
+    distlock::connect(&conformance_tests::with_query(
+        &base,
+        &format!("ttl=10s&namespace={namespace}"),
+    ))
+    .await
+    .unwrap()
+}
+
+/// Puts a place for `owner` at the back of `key`'s line, as a waiter
+/// that then vanished would have left it: live until `deadline_ms`
+/// (server clock), to be handed a lease of `lease_ms`.
+async fn plant_waiter(
+    locker: &distlock::Locker,
+    key: &str,
+    owner: &str,
+    deadline_ms: u64,
+    lease_ms: u64,
+) {
+    use distlock::lock_redis::keys::LockKeys;
+
+    let keys = LockKeys::new(&locker.name(key).unwrap());
+    let mut raw = raw_redis().await;
+    let () = ::redis::pipe()
+        .cmd("HSET")
+        .arg(&keys.waiters)
+        .arg(owner)
+        .arg(format!("{deadline_ms} {lease_ms}"))
+        .ignore()
+        .cmd("RPUSH")
+        .arg(&keys.queue)
+        .arg(owner)
+        .ignore()
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+}
+
+/// The server's clock in milliseconds.
+async fn server_ms() -> u64 {
+    let mut raw = raw_redis().await;
+    let (secs, micros): (u64, u64) = ::redis::cmd("TIME").query_async(&mut raw).await.unwrap();
+    secs * 1000 + micros / 1000
+}
+
+/// A release hands the lock to the waiter in line: it holds it while the
+/// releaser's `release()` returns, and a newcomer's `try_lock` in between
+/// finds it taken.
+#[tokio::test]
+async fn a_release_hands_the_lock_to_the_waiter_in_line() {
+    let (holder, waiter, newcomer) = (
+        locker_in("redis-hand-off").await,
+        locker_in("redis-hand-off").await,
+        locker_in("redis-hand-off").await,
+    );
+    let guard = holder.lock("k").await.unwrap();
+    let waiting = tokio::spawn(async move { waiter.lock("k").await.unwrap() });
+    until_in_line(&holder, "k", 1).await;
+    guard.release().await.unwrap();
+    // Handed over inside the release: never free in between.
+    assert!(newcomer.try_lock("k").await.unwrap().is_none());
+    let handed = tokio::time::timeout(std::time::Duration::from_secs(2), waiting)
+        .await
+        .expect("the waiter got the lock at once")
+        .unwrap();
+    let info = holder.inspect("k").await.unwrap().expect("held");
+    assert_eq!(info.token, handed.token());
+    handed.release().await.unwrap();
+    assert!(holder.inspect("k").await.unwrap().is_none());
+}
+
+/// A place whose waiter stopped renewing it is skipped: the next live
+/// waiter gets the lock at the release, not after the dead one's lease.
+#[tokio::test]
+async fn a_lapsed_place_in_line_is_skipped() {
+    let (holder, waiter) = (
+        locker_in("redis-lapsed-place").await,
+        locker_in("redis-lapsed-place").await,
+    );
+    let guard = holder.lock("k").await.unwrap();
+    plant_waiter(
+        &holder,
+        "k",
+        "ghost/1/lapsed",
+        server_ms().await - 1,
+        10_000,
+    )
+    .await;
+    let waiting = tokio::spawn(async move { waiter.lock("k").await.unwrap() });
+    until_in_line(&holder, "k", 2).await;
+    guard.release().await.unwrap();
+    let handed = tokio::time::timeout(std::time::Duration::from_secs(2), waiting)
+        .await
+        .expect("the live waiter got the lock at the release")
+        .unwrap();
+    handed.release().await.unwrap();
+}
+
+/// A waiter that vanished just before its turn is handed the lock and
+/// holds it for its lease at most, like a holder killed after taking it;
+/// the waiter behind it gets the lock then.
+#[tokio::test]
+async fn a_vanished_waiter_handed_the_lock_holds_it_for_its_lease_only() {
+    let (holder, waiter) = (
+        locker_in("redis-vanished-waiter").await,
+        locker_in("redis-vanished-waiter").await,
+    );
+    let guard = holder.lock("k").await.unwrap();
+    plant_waiter(
+        &holder,
+        "k",
+        "ghost/2/fresh",
+        server_ms().await + 60_000,
+        1_000,
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let waiting = tokio::spawn(async move { waiter.lock("k").await.unwrap() });
+    until_in_line(&holder, "k", 2).await;
+    guard.release().await.unwrap();
+    let info = holder.inspect("k").await.unwrap().expect("handed on");
+    assert_eq!(info.owner, "ghost/2/fresh");
+    let handed = tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+        .await
+        .expect("the lock came free after the ghost's 1 s lease")
+        .unwrap();
+    assert!(started.elapsed() >= std::time::Duration::from_millis(900));
+    assert!(handed.token() > info.token);
+    handed.release().await.unwrap();
+}
+
+/// A waiter keeps its place while it waits longer than a place lives
+/// unrenewed (3 s): one that queued later is served after it.
+#[tokio::test]
+async fn a_long_wait_keeps_its_place_in_line() {
+    let (holder, first, second) = (
+        locker_in("redis-long-wait").await,
+        locker_in("redis-long-wait").await,
+        locker_in("redis-long-wait").await,
+    );
+    let guard = holder.lock("k").await.unwrap();
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let spawn_waiter = |locker: distlock::Locker, n: usize| {
+        let order = std::sync::Arc::clone(&order);
+        tokio::spawn(async move {
+            let guard = locker.lock("k").await.unwrap();
+            order.lock().unwrap().push(n);
+            guard.release().await.unwrap();
+        })
+    };
+    let a = spawn_waiter(first, 1);
+    until_in_line(&holder, "k", 1).await;
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    let b = spawn_waiter(second, 2);
+    until_in_line(&holder, "k", 2).await;
+    guard.release().await.unwrap();
+    for task in [a, b] {
+        tokio::time::timeout(std::time::Duration::from_secs(5), task)
+            .await
+            .expect("both waiters served")
+            .unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), [1, 2]);
+}
+
+/// A `lock()` call dropped while in line leaves it: the waiter behind
+/// gets the lock at the release, not after the dropped one's lease.
+#[tokio::test]
+async fn a_waiter_dropped_in_line_leaves_it() {
+    let (holder, dropped, next) = (
+        locker_in("redis-dropped-waiter").await,
+        locker_in("redis-dropped-waiter").await,
+        locker_in("redis-dropped-waiter").await,
+    );
+    let guard = holder.lock("k").await.unwrap();
+    let doomed = tokio::spawn(async move { dropped.lock("k").await.map(drop) });
+    until_in_line(&holder, "k", 1).await;
+    let waiting = tokio::spawn(async move { next.lock("k").await.unwrap() });
+    until_in_line(&holder, "k", 2).await;
+    doomed.abort();
+    tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while waiters_in_line(&mut raw_redis().await, &holder, "k")
+            .await
+            .len()
+            > 1
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the dropped waiter left the line");
+    guard.release().await.unwrap();
+    let handed = tokio::time::timeout(std::time::Duration::from_secs(3), waiting)
+        .await
+        .expect("the next waiter got the lock well before the 10 s lease")
+        .unwrap();
+    handed.release().await.unwrap();
+}
+
+/// A `lock()` call dropped after the lock was handed to it, before it
+/// heard of the hand-off, passes the lock on: the waiter behind gets it
+/// at once, not after the dropped one's 10 s lease. The dropped waiter
+/// runs on a runtime of its own, frozen across the release so that it
+/// cannot take the hand-off first.
+#[tokio::test]
+async fn a_waiter_dropped_after_its_hand_off_passes_the_lock_on() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let url = conformance_tests::with_query(
+        &shared_redis_url().await.unwrap(),
+        "ttl=10s&namespace=redis-dropped-after-hand-off",
+    );
+    let (holder, next) = (
+        distlock::connect(&url).await.unwrap(),
+        distlock::connect(&url).await.unwrap(),
+    );
+    let guard = holder.lock("k").await.unwrap();
+    let (freeze_tx, freeze_rx) = mpsc::channel::<()>();
+    let frozen_waiter = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let locker = distlock::connect(&url).await.unwrap();
+            let waiting = tokio::spawn(async move {
+                let guard = locker.lock("k").await.unwrap();
+                std::future::pending::<()>().await;
+                drop(guard);
+            });
+            while freeze_rx.try_recv().is_err() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            // Nothing else runs on this runtime meanwhile: the hand-off
+            // announced now waits unread.
+            std::thread::sleep(Duration::from_millis(800));
+            waiting.abort();
+            // Time for the clean-up to run on this runtime.
+            tokio::time::sleep(Duration::from_secs(4)).await;
+        });
+    });
+    until_in_line(&holder, "k", 1).await;
+    let waiting = tokio::spawn(async move { next.lock("k").await.unwrap() });
+    until_in_line(&holder, "k", 2).await;
+    freeze_tx.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    guard.release().await.unwrap();
+    // Handed to the frozen waiter, first in line.
+    let info = holder.inspect("k").await.unwrap().expect("handed on");
+    let handed = tokio::time::timeout(Duration::from_secs(4), waiting)
+        .await
+        .expect("the next waiter got the lock well before the 10 s lease")
+        .unwrap();
+    assert!(handed.token() > info.token);
+    handed.release().await.unwrap();
+    tokio::task::spawn_blocking(move || frozen_waiter.join().unwrap())
+        .await
+        .unwrap();
 }

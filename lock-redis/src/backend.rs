@@ -6,22 +6,18 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use lock_core::{
-    acquire_with_retries, AcquireRequest, Acquired, Attempt, Backend, Backoff, Capabilities,
-    CleanupOnDrop, FloorProbe, HeldLock, LockError, LockInfo, LockName, LossReason, Renewal,
-    TryAcquire, WakeSubscription,
+    acquire_with_retries, AcquireRequest, Acquired, Attempt, Backend, Capabilities, CleanupOnDrop,
+    FencingToken, FloorProbe, HeldLock, LockError, LockInfo, LockName, LossReason, Renewal,
 };
 
 use crate::config::{RedisConfig, Topology};
 use crate::conn::{self, Conn, Timeouts};
 use crate::floor::ConnFloorProbe;
 use crate::keys::LockKeys;
-use crate::pubsub::{Listener, Listening};
+use crate::pubsub::Listener;
+use crate::queue::{QueueMode, QueuedWait, WAITER_LIFE};
 use crate::renewal::{ConnTarget, HeldKeys, RenewalStats, Renewer};
 use crate::scripts::{parse_inspect, parse_lock_value, scripts, AcquireReply};
-
-/// How soon a waiter retries when the release channel cannot be
-/// subscribed (pub/sub connection down) and the holder's lease is longer.
-const POLL_WITHOUT_NOTIFICATIONS: Duration = Duration::from_millis(100);
 
 /// Locks on one Redis instance (`redis://`) or a Redis Cluster
 /// (`redis+cluster://`). See the crate docs for the guarantees.
@@ -30,10 +26,10 @@ pub struct RedisBackend {
     inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     conn: Conn,
     timeouts: Timeouts,
-    listener: Listener,
+    pub(crate) listener: Listener,
     renewer: Renewer,
     config: RedisConfig,
 }
@@ -84,43 +80,52 @@ impl RedisBackend {
         self.inner.renewer.stats()
     }
 
+    /// The shared state, for the waits of this backend.
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
+    }
+
     /// One run of the acquire script. A call that fails or is dropped
-    /// before its reply leaves an owner-checked delete behind, so a late
-    /// execution on the server cannot leave an orphan lock.
-    async fn attempt(
+    /// before its reply leaves a clean-up behind (out of the queue, and an
+    /// owner-checked release), so a late execution on the server cannot
+    /// leave an orphan lock or a phantom waiter.
+    pub(crate) async fn attempt(
         &self,
         keys: &LockKeys,
         request: &AcquireRequest,
+        mode: QueueMode,
     ) -> Result<(AcquireReply, Instant), LockError> {
         let owner = request.owner.as_str();
         let requested_at = Instant::now();
-        let cleanup = CleanupOnDrop::new(cleanup(
+        let cleanup = CleanupOnDrop::new(leave(
             Arc::clone(&self.inner),
             keys.clone(),
             owner.to_owned(),
             request.ttl,
         ));
         let ttl_ms = request.ttl.as_millis() as u64;
-        let reply: (i64, i64) = self
+        let waiter_life_ms = WAITER_LIFE.as_millis() as u64;
+        let reply: Vec<i64> = self
             .inner
             .conn
             .eval_idempotent(
                 self.inner.timeouts,
                 "acquire",
                 &scripts().acquire,
-                &[keys.lock.as_str(), keys.token.as_str()],
-                &[&owner, &ttl_ms],
+                &keys.all(),
+                &[&owner, &ttl_ms, &mode.arg(), &waiter_life_ms],
             )
             .await?;
         cleanup.disarm();
-        Ok((AcquireReply::parse(reply), requested_at))
+        Ok((AcquireReply::parse(&reply), requested_at))
     }
 
-    fn acquired(
+    /// The lock `request` asked for, held with `token` since at least `at`.
+    pub(crate) fn acquired(
         &self,
         keys: LockKeys,
         request: &AcquireRequest,
-        token: lock_core::FencingToken,
+        token: FencingToken,
         at: Instant,
     ) -> Attempt {
         Attempt::Acquired(Acquired {
@@ -135,20 +140,22 @@ impl RedisBackend {
     }
 }
 
-/// Deletes the lock if `owner` holds it, retrying until the server
-/// answers or the lock would have expired anyway.
-async fn cleanup(inner: Arc<Inner>, keys: LockKeys, owner: String, ttl: Duration) {
-    let give_up = Instant::now() + ttl * 2 + Duration::from_secs(5);
+/// Takes `owner` out of the lock's queue and releases the lock if `owner`
+/// holds it (handing it to the next waiter), retrying until the server
+/// answers or the lock would have expired anyway. For an acquisition that
+/// ended without the lock, whose owner id is never used again.
+pub(crate) async fn leave(inner: Arc<Inner>, keys: LockKeys, owner: String, ttl: Duration) {
+    let give_up = Instant::now() + ttl.max(WAITER_LIFE) * 2 + Duration::from_secs(5);
     let mut delay = Duration::from_millis(20);
     loop {
         let outcome: Result<i64, LockError> = inner
             .conn
             .eval(
                 inner.timeouts,
-                "clean up",
-                &scripts().release,
-                &[keys.lock.as_str()],
-                &[&owner, &keys.channel],
+                "leave the queue",
+                &scripts().release_queued,
+                &keys.all(),
+                &[&owner, &keys.channel, &1],
             )
             .await;
         if outcome.is_ok() || Instant::now() + delay > give_up {
@@ -174,12 +181,20 @@ impl Backend for RedisBackend {
         caps.per_lock_expiry = true;
         caps.force_release = true;
         caps.notified_wakeups = true;
+        // Waiters queue on the server and are handed the lock in order
+        // (see `queue`).
+        caps.fifo = true;
         caps.remote = true;
         caps
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
-        acquire_with_retries(self, request).await
+        let wait = QueuedWait::new(self, request);
+        let outcome = acquire_with_retries(&wait, request).await;
+        if matches!(outcome, Ok(Some(_))) {
+            wait.succeeded();
+        }
+        outcome
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
@@ -212,8 +227,8 @@ impl Backend for RedisBackend {
             .eval(
                 self.inner.timeouts,
                 "force release",
-                &scripts().force_release,
-                &[keys.lock.as_str()],
+                &scripts().force_release_queued,
+                &keys.all(),
                 &[&keys.channel],
             )
             .await?;
@@ -223,45 +238,6 @@ impl Backend for RedisBackend {
     async fn floor_probe(&self) -> Result<Option<Box<dyn FloorProbe>>, LockError> {
         let probe = ConnFloorProbe::open(&self.inner.config).await?;
         Ok(Some(Box::new(probe)))
-    }
-}
-
-#[async_trait]
-impl TryAcquire for RedisBackend {
-    async fn watch_releases(&self, name: &LockName) -> Result<WakeSubscription, LockError> {
-        Ok(self.inner.listener.watch(&LockKeys::new(name).channel))
-    }
-
-    async fn try_acquire_once(&self, request: &AcquireRequest) -> Result<Attempt, LockError> {
-        let keys = LockKeys::new(&request.name);
-        let pttl = match self.attempt(&keys, request).await? {
-            (AcquireReply::Acquired(token), at) => {
-                return Ok(self.acquired(keys, request, token, at))
-            }
-            (AcquireReply::Held(pttl), _) => pttl,
-        };
-        if !request.wait.may_wait() {
-            return Ok(Attempt::Held { retry_after: pttl });
-        }
-        // The caller will wait: make sure a release is heard from now on.
-        match self.inner.listener.ensure_listening(&keys.channel).await {
-            Listening::Already => Ok(Attempt::Held { retry_after: pttl }),
-            Listening::Now => match self.attempt(&keys, request).await? {
-                (AcquireReply::Acquired(token), at) => Ok(self.acquired(keys, request, token, at)),
-                (AcquireReply::Held(pttl), _) => Ok(Attempt::Held { retry_after: pttl }),
-            },
-            Listening::Unavailable => Ok(Attempt::Held {
-                retry_after: Some(pttl.map_or(POLL_WITHOUT_NOTIFICATIONS, |p| {
-                    p.min(POLL_WITHOUT_NOTIFICATIONS)
-                })),
-            }),
-        }
-    }
-
-    fn poll_policy(&self) -> Backoff {
-        // A safety net only: releases are published and expiry is covered
-        // by the holder's PTTL.
-        Backoff::exponential(Duration::from_millis(100), Duration::from_secs(1))
     }
 }
 
@@ -299,9 +275,9 @@ impl HeldLock for RedisHeld {
             .eval(
                 self.inner.timeouts,
                 "release",
-                &scripts().release,
-                &[self.lock.keys.lock.as_str()],
-                &[&self.lock.owner, &self.lock.keys.channel],
+                &scripts().release_queued,
+                &self.lock.keys.all(),
+                &[&self.lock.owner, &self.lock.keys.channel, &0],
             )
             .await?;
         match released {

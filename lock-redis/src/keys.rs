@@ -1,10 +1,13 @@
 //! Redis key and channel names of a lock.
 //!
 //! A lock `(namespace, key)` lives in `distlock:{<ns>:<key>}`, its fencing
-//! counter in `distlock:{<ns>:<key>}:token`, and its releases are published
-//! on `distlock:{<ns>:<key>}:released`. The part in braces is a Redis
-//! Cluster hash tag, so a lock and its counter share a slot and one script
-//! can touch both.
+//! counter in `distlock:{<ns>:<key>}:token`, its waiters in
+//! `distlock:{<ns>:<key>}:queue` (a list, in order of arrival) and
+//! `distlock:{<ns>:<key>}:waiters` (a hash: each waiter's liveness
+//! deadline and lease), and its hand-offs and releases are published on
+//! `distlock:{<ns>:<key>}:released`. The part in braces is a Redis Cluster
+//! hash tag, so all of a lock's keys share a slot and one script can touch
+//! them all.
 //!
 //! Namespace and key are percent-encoded for `%`, `{` and `}`: a key with a
 //! `}` would otherwise end the hash tag early (every key with the same
@@ -13,19 +16,25 @@
 
 use lock_core::LockName;
 
-/// The Redis names of one lock.
+/// The Redis names of one lock (public so that operators and tests can
+/// look at a lock's queue from outside distlock).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct LockKeys {
+pub struct LockKeys {
     /// The lock itself: a string `"<token> <owner>"` with a PX expiry.
-    pub(crate) lock: String,
+    pub lock: String,
     /// The fencing token counter (never expires).
-    pub(crate) token: String,
-    /// The pub/sub channel its releases are announced on.
-    pub(crate) channel: String,
+    pub token: String,
+    /// The waiters' owner ids in order of arrival (a list).
+    pub queue: String,
+    /// Each waiter's `"<deadline ms> <ttl ms>"` (a hash keyed by owner).
+    pub waiters: String,
+    /// The pub/sub channel its hand-offs and releases are announced on.
+    pub channel: String,
 }
 
 impl LockKeys {
-    pub(crate) fn new(name: &LockName) -> Self {
+    /// The names of the lock `name`.
+    pub fn new(name: &LockName) -> Self {
         let mut lock = String::from("distlock:{");
         encode_into(&mut lock, name.namespace().as_str());
         lock.push(':');
@@ -33,9 +42,19 @@ impl LockKeys {
         lock.push('}');
         Self {
             token: format!("{lock}:token"),
+            queue: format!("{lock}:queue"),
+            waiters: format!("{lock}:waiters"),
             channel: format!("{lock}:released"),
             lock,
         }
+    }
+}
+
+impl LockKeys {
+    /// The keys the queue-aware scripts take: lock, counter, queue,
+    /// waiters.
+    pub(crate) fn all(&self) -> [&str; 4] {
+        [&self.lock, &self.token, &self.queue, &self.waiters]
     }
 }
 
@@ -75,6 +94,8 @@ mod tests {
         let k = keys("billing", "invoices/2026");
         assert_eq!(k.lock, "distlock:{billing:invoices/2026}");
         assert_eq!(k.token, "distlock:{billing:invoices/2026}:token");
+        assert_eq!(k.queue, "distlock:{billing:invoices/2026}:queue");
+        assert_eq!(k.waiters, "distlock:{billing:invoices/2026}:waiters");
         assert_eq!(k.channel, "distlock:{billing:invoices/2026}:released");
     }
 
@@ -82,7 +103,9 @@ mod tests {
     fn braces_stay_inside_the_hash_tag() {
         let k = keys("ns", "a}b{c%7D");
         assert_eq!(hash_tag(&k.lock), "ns:a%7Db%7Bc%257D");
-        assert_eq!(hash_tag(&k.lock), hash_tag(&k.token));
+        for other in [&k.token, &k.queue, &k.waiters] {
+            assert_eq!(hash_tag(&k.lock), hash_tag(other));
+        }
     }
 
     #[test]
@@ -99,7 +122,9 @@ mod tests {
         for (ns, key) in names {
             let k = keys(ns, key);
             assert!(seen.insert(k.lock.clone()), "{ns}/{key}");
-            assert!(seen.insert(k.token.clone()), "{ns}/{key}");
+            for name in [k.token, k.queue, k.waiters] {
+                assert!(seen.insert(name), "{ns}/{key}");
+            }
         }
     }
 }

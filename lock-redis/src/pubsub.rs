@@ -1,6 +1,11 @@
 //! Release notifications: one pub/sub connection per server, shared by all
 //! waiters of a backend.
 //!
+//! Two kinds of messages arrive: `"granted <token> <owner>"`, a hand-off
+//! to one queued waiter (see [`grants`](crate::grants)), which wakes that
+//! waiter alone; and `"released"` (Redlock, whose masters keep no queue),
+//! which wakes every local waiter of the channel.
+//!
 //! A waiter registers interest in its lock's channel ([`Listener::watch`])
 //! without any network traffic. Only when an attempt finds the lock held
 //! does it make sure the channel is subscribed ([`Listener::ensure_listening`]);
@@ -29,6 +34,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::config::{NodeAddr, RedisConfig};
 use crate::conn;
+use crate::grants::{parse_grant, GrantBoard, GrantTicket};
 
 /// How long a channel stays subscribed after its last waiter left.
 pub(crate) const LINGER: Duration = Duration::from_millis(500);
@@ -64,6 +70,7 @@ pub(crate) enum Listening {
 #[derive(Clone, Debug)]
 pub(crate) struct Listener {
     registry: WakeRegistry,
+    grants: GrantBoard,
     nodes: Arc<Vec<NodeListener>>,
     timeout: Duration,
 }
@@ -72,12 +79,14 @@ impl Listener {
     /// A listener over `nodes` of `config`; connects on first use.
     pub(crate) fn new(config: &RedisConfig, nodes: &[NodeAddr]) -> Result<Self, LockError> {
         let registry = WakeRegistry::new();
+        let grants = GrantBoard::new(registry.clone());
         let nodes = nodes
             .iter()
-            .map(|node| NodeListener::start(config, node, registry.clone()))
+            .map(|node| NodeListener::start(config, node, registry.clone(), grants.clone()))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             registry,
+            grants,
             nodes: Arc::new(nodes),
             timeout: conn::Timeouts::new(config).overall,
         })
@@ -85,8 +94,25 @@ impl Listener {
 
     /// Registers interest in `channel`'s releases. No network traffic.
     pub(crate) fn watch(&self, channel: &str) -> WakeSubscription {
-        let interests: Vec<Interest> = self.nodes.iter().map(|n| n.interest(channel)).collect();
-        self.registry.subscribe(channel).with_guard(interests)
+        self.registry
+            .subscribe(channel)
+            .with_guard(self.interests(channel))
+    }
+
+    /// Registers a queued waiter with `owner` id: hand-offs to it on
+    /// `channel` will be posted on its ticket. No network traffic.
+    pub(crate) fn ticket(&self, owner: &str) -> GrantTicket {
+        self.grants.ticket(owner)
+    }
+
+    /// Registers interest in the hand-offs to `ticket`'s waiter, announced
+    /// on `channel`. No network traffic.
+    pub(crate) fn watch_grants(&self, channel: &str, ticket: &GrantTicket) -> WakeSubscription {
+        ticket.subscribe().with_guard(self.interests(channel))
+    }
+
+    fn interests(&self, channel: &str) -> Vec<Interest> {
+        self.nodes.iter().map(|n| n.interest(channel)).collect()
     }
 
     /// Makes sure `channel` is subscribed on every server, for a caller
@@ -115,6 +141,7 @@ struct Shared {
     /// Channels the worker should look at.
     todo: mpsc::UnboundedSender<String>,
     registry: WakeRegistry,
+    grants: GrantBoard,
 }
 
 struct Channel {
@@ -130,12 +157,14 @@ impl NodeListener {
         config: &RedisConfig,
         node: &NodeAddr,
         registry: WakeRegistry,
+        grants: GrantBoard,
     ) -> Result<Self, LockError> {
         let (todo, requests) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             channels: Mutex::new(HashMap::new()),
             todo,
             registry,
+            grants,
         });
         let dispatch = Dispatch(Arc::downgrade(&shared));
         let manager_config = conn::manager_config(config)
@@ -215,6 +244,7 @@ impl Shared {
         for name in names {
             self.registry.wake(&name);
         }
+        self.grants.wake_all();
     }
 }
 
@@ -253,9 +283,9 @@ impl Drop for Interest {
     }
 }
 
-/// Receives the server's push messages: a release wakes the channel's
-/// waiters at once, a disconnect wakes everyone (messages may be lost
-/// until the subscriptions are restored).
+/// Receives the server's push messages: a hand-off wakes its waiter, a
+/// release wakes the channel's waiters, at once; a disconnect wakes
+/// everyone (messages may be lost until the subscriptions are restored).
 struct Dispatch(Weak<Shared>);
 
 impl AsyncPushSender for Dispatch {
@@ -265,7 +295,13 @@ impl AsyncPushSender for Dispatch {
         };
         match info.kind {
             PushKind::Message => {
-                if let Some(Value::BulkString(channel)) = info.data.first() {
+                let grant = match info.data.get(1) {
+                    Some(Value::BulkString(payload)) => parse_grant(payload),
+                    _ => None,
+                };
+                if let Some((token, owner)) = grant {
+                    shared.grants.offer(owner, token);
+                } else if let Some(Value::BulkString(channel)) = info.data.first() {
                     if let Ok(channel) = std::str::from_utf8(channel) {
                         shared.registry.wake(channel);
                     }

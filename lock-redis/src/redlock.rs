@@ -192,7 +192,7 @@ impl RedlockBackend {
         let (names, args): ([&str; 2], [&dyn conn::ToArg; 2]) =
             ([keys.lock.as_str(), keys.token.as_str()], [&owner, &ttl_ms]);
         let calls = self.inner.nodes.iter().map(|node| {
-            node.eval_idempotent::<(i64, i64)>(
+            node.eval_idempotent::<Vec<i64>>(
                 self.inner.timeouts,
                 "Redlock acquire",
                 &scripts().acquire,
@@ -202,9 +202,9 @@ impl RedlockBackend {
         });
         let mut tally = Tally::default();
         for (i, reply) in join_all(calls).await.into_iter().enumerate() {
-            match reply.map(AcquireReply::parse) {
+            match reply.map(|reply| AcquireReply::parse(&reply)) {
                 Ok(AcquireReply::Acquired(token)) => tally.granted.push((i, token.get())),
-                Ok(AcquireReply::Held(pttl)) => tally.held.push(pttl),
+                Ok(AcquireReply::Held { pttl, .. }) => tally.held.push(pttl),
                 Err(_) => tally.failed += 1,
             }
         }

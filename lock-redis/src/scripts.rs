@@ -13,8 +13,8 @@ use lock_core::FencingToken;
 use redis::{Script, Value};
 
 /// `owner_of(value)`: the owner part of a lock value.
-macro_rules! lua {
-    ($body:literal) => {
+macro_rules! owner_of_lua {
+    () => {
         concat!(
             "local function owner_of(v)\n",
             "  if not v then return nil end\n",
@@ -22,29 +22,102 @@ macro_rules! lua {
             "  if not i then return nil end\n",
             "  return string.sub(v, i + 1)\n",
             "end\n",
+        )
+    };
+}
+
+/// A script with the `owner_of` helper.
+macro_rules! lua {
+    ($body:literal) => {
+        concat!(owner_of_lua!(), $body)
+    };
+}
+
+/// `token_of(value)`: the token part of a lock value (nil if none).
+/// `now_ms()`: the server's clock in milliseconds.
+/// `hand_off(channel)`: frees the lock, handing it to the first waiter of
+/// the queue whose liveness deadline has not passed (popping the dead ones
+/// on the way) and announcing `"granted <token> <owner>"` on `channel`; a
+/// lock without a live waiter is deleted. KEYS: lock, counter, queue,
+/// waiters.
+macro_rules! queue_lua {
+    ($body:literal) => {
+        concat!(
+            owner_of_lua!(),
+            "local function token_of(v)\n",
+            "  local i = string.find(v, ' ', 1, true)\n",
+            "  if not i then return nil end\n",
+            "  return tonumber(string.sub(v, 1, i - 1))\n",
+            "end\n",
+            "local function now_ms()\n",
+            "  local t = redis.call('TIME')\n",
+            "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n",
+            "end\n",
+            "local function grant(channel)\n",
+            "  local now = now_ms()\n",
+            "  while true do\n",
+            "    local owner = redis.call('LPOP', KEYS[3])\n",
+            "    if not owner then return false end\n",
+            "    local entry = redis.call('HGET', KEYS[4], owner)\n",
+            "    if entry then\n",
+            "      redis.call('HDEL', KEYS[4], owner)\n",
+            "      local i = string.find(entry, ' ', 1, true)\n",
+            "      if i and tonumber(string.sub(entry, 1, i - 1)) >= now then\n",
+            "        local token = redis.call('INCR', KEYS[2])\n",
+            "        redis.call('SET', KEYS[1], token .. ' ' .. owner, 'PX', string.sub(entry, i + 1))\n",
+            "        redis.call('PUBLISH', channel, 'granted ' .. token .. ' ' .. owner)\n",
+            "        return true\n",
+            "      end\n",
+            "    end\n",
+            "  end\n",
+            "end\n",
+            "local function hand_off(channel)\n",
+            "  if redis.call('EXISTS', KEYS[3]) == 1 and grant(channel) then return end\n",
+            "  redis.call('DEL', KEYS[1])\n",
+            "end\n",
             $body
         )
     };
 }
 
-/// KEYS: lock, counter. ARGV: owner, ttl ms.
-/// Free: `SET lock "<token> owner" NX PX ttl` with `token = INCR counter`,
-/// returns `{1, token}`. Held: returns `{0, pttl}`. Held by this very
-/// owner (an earlier attempt of the same acquisition whose reply or undo
-/// went missing): resets the expiry and returns `{1, its token}`, so a
-/// retry never blocks on its own leftover.
-const ACQUIRE: &str = lua!(
+/// KEYS: lock, counter, queue, waiters. ARGV: owner, ttl ms, queue mode
+/// (`0`: do not queue; `1`: queue if held; `2`: queued before), waiter
+/// life ms.
+///
+/// Free: `SET lock "<token> owner" PX ttl` with `token = INCR counter`,
+/// returns `{1, token}` (and, in mode 2, drops the owner's waiter entry).
+/// Held by this very owner (handed over by a release, or an earlier
+/// attempt of the same acquisition whose reply or undo went missing):
+/// resets the expiry and returns `{1, its token}`, so a retry never
+/// blocks on its own leftover. Held by someone else: in modes 1 and 2
+/// queues the owner (or renews its entry, keeping its place) with a
+/// liveness deadline of now + waiter life, and returns
+/// `{0, pttl, holder's token}`.
+///
+/// Redlock calls it with two keys and no mode: it never queues.
+const ACQUIRE: &str = queue_lua!(
     r#"
 local v = redis.call('GET', KEYS[1])
 if v then
   if owner_of(v) == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, tonumber(string.sub(v, 1, string.find(v, ' ', 1, true) - 1))}
+    return {1, token_of(v)}
   end
-  return {0, redis.call('PTTL', KEYS[1])}
+  if ARGV[3] == '1' or ARGV[3] == '2' then
+    local entry = (now_ms() + tonumber(ARGV[4])) .. ' ' .. ARGV[2]
+    if redis.call('HSET', KEYS[4], ARGV[1], entry) == 1 then
+      redis.call('RPUSH', KEYS[3], ARGV[1])
+    end
+    redis.call('PEXPIRE', KEYS[3], ARGV[4])
+    redis.call('PEXPIRE', KEYS[4], ARGV[4])
+  end
+  return {0, redis.call('PTTL', KEYS[1]), token_of(v) or 0}
 end
 local token = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], token .. ' ' .. ARGV[1], 'NX', 'PX', ARGV[2])
+redis.call('SET', KEYS[1], token .. ' ' .. ARGV[1], 'PX', ARGV[2])
+if ARGV[3] == '2' then
+  redis.call('HDEL', KEYS[4], ARGV[1])
+end
 return {1, token}
 "#
 );
@@ -66,7 +139,38 @@ return renewed
 "#
 );
 
-/// KEYS: lock. ARGV: owner, channel. Deletes the lock and announces it if
+/// KEYS: lock, counter, queue, waiters. ARGV: owner, channel, leave
+/// (`1`: first take the owner out of the queue, for a waiter that gives
+/// up). If the lock is ours, hands it to the next live waiter or deletes
+/// it, and returns 1; else returns 0 and touches the lock not.
+const RELEASE_QUEUED: &str = queue_lua!(
+    r#"
+if ARGV[3] == '1' then
+  redis.call('HDEL', KEYS[4], ARGV[1])
+  redis.call('LREM', KEYS[3], 0, ARGV[1])
+end
+if owner_of(redis.call('GET', KEYS[1])) ~= ARGV[1] then
+  return 0
+end
+hand_off(ARGV[2])
+return 1
+"#
+);
+
+/// KEYS: lock, counter, queue, waiters. ARGV: channel. Frees the lock
+/// whoever holds it, handing it to the next live waiter; returns 1 if
+/// there was one.
+const FORCE_RELEASE_QUEUED: &str = queue_lua!(
+    r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+hand_off(ARGV[1])
+return 1
+"#
+);
+
+/// Redlock: KEYS: lock. ARGV: owner, channel. Deletes the lock and announces it if
 /// it is ours; returns 1, else 0 and touches nothing.
 const RELEASE: &str = lua!(
     r#"
@@ -79,8 +183,8 @@ return 0
 "#
 );
 
-/// KEYS: lock. ARGV: channel. Deletes the lock whoever holds it; returns 1
-/// if there was one.
+/// Redlock: KEYS: lock. ARGV: channel. Deletes the lock whoever holds it
+/// and announces it; returns 1 if there was one.
 const FORCE_RELEASE: &str = r#"
 if redis.call('DEL', KEYS[1]) == 1 then
   redis.call('PUBLISH', ARGV[1], 'released')
@@ -118,6 +222,8 @@ return 0
 pub(crate) struct Scripts {
     pub(crate) acquire: Script,
     pub(crate) renew_many: Script,
+    pub(crate) release_queued: Script,
+    pub(crate) force_release_queued: Script,
     pub(crate) release: Script,
     pub(crate) force_release: Script,
     pub(crate) inspect: Script,
@@ -130,6 +236,8 @@ pub(crate) fn scripts() -> &'static Scripts {
     SCRIPTS.get_or_init(|| Scripts {
         acquire: Script::new(ACQUIRE),
         renew_many: Script::new(RENEW_MANY),
+        release_queued: Script::new(RELEASE_QUEUED),
+        force_release_queued: Script::new(FORCE_RELEASE_QUEUED),
         release: Script::new(RELEASE),
         force_release: Script::new(FORCE_RELEASE),
         inspect: Script::new(INSPECT),
@@ -139,10 +247,12 @@ pub(crate) fn scripts() -> &'static Scripts {
 
 impl Scripts {
     /// Every script, for loading them ahead of use.
-    pub(crate) fn all(&self) -> [&Script; 6] {
+    pub(crate) fn all(&self) -> [&Script; 8] {
         [
             &self.acquire,
             &self.renew_many,
+            &self.release_queued,
+            &self.force_release_queued,
             &self.release,
             &self.force_release,
             &self.inspect,
@@ -156,15 +266,25 @@ impl Scripts {
 pub(crate) enum AcquireReply {
     /// Ours, with this token.
     Acquired(FencingToken),
-    /// Held by someone else for this long (`None`: no expiry set).
-    Held(Option<Duration>),
+    /// Held by someone else.
+    Held {
+        /// For this long (`None`: no expiry set).
+        pttl: Option<Duration>,
+        /// With this token (0 for a value distlock did not write).
+        holder: FencingToken,
+    },
 }
 
 impl AcquireReply {
-    pub(crate) fn parse(reply: (i64, i64)) -> Self {
-        match reply {
-            (1, token) => Self::Acquired(FencingToken::new(token.max(0) as u64)),
-            (_, pttl) => Self::Held(u64::try_from(pttl).ok().map(Duration::from_millis)),
+    /// Reads `{1, token}` or `{0, pttl[, holder's token]}`.
+    pub(crate) fn parse(reply: &[i64]) -> Self {
+        let at = |i: usize| reply.get(i).copied().unwrap_or(0);
+        match at(0) {
+            1 => Self::Acquired(FencingToken::new(at(1).max(0) as u64)),
+            _ => Self::Held {
+                pttl: u64::try_from(at(1)).ok().map(Duration::from_millis),
+                holder: FencingToken::new(at(2).max(0) as u64),
+            },
         }
     }
 }
@@ -201,14 +321,23 @@ mod tests {
     #[test]
     fn acquire_replies() {
         assert_eq!(
-            AcquireReply::parse((1, 7)),
+            AcquireReply::parse(&[1, 7]),
             AcquireReply::Acquired(FencingToken::new(7))
         );
         assert_eq!(
-            AcquireReply::parse((0, 1500)),
-            AcquireReply::Held(Some(Duration::from_millis(1500)))
+            AcquireReply::parse(&[0, 1500, 9]),
+            AcquireReply::Held {
+                pttl: Some(Duration::from_millis(1500)),
+                holder: FencingToken::new(9)
+            }
         );
-        assert_eq!(AcquireReply::parse((0, -1)), AcquireReply::Held(None));
+        assert_eq!(
+            AcquireReply::parse(&[0, -1]),
+            AcquireReply::Held {
+                pttl: None,
+                holder: FencingToken::new(0)
+            }
+        );
     }
 
     #[test]
@@ -225,7 +354,14 @@ mod tests {
 
     #[test]
     fn every_owner_checking_script_defines_the_helper() {
-        for script in [ACQUIRE, RENEW_MANY, RELEASE, RAISE] {
+        for script in [
+            ACQUIRE,
+            RENEW_MANY,
+            RELEASE_QUEUED,
+            FORCE_RELEASE_QUEUED,
+            RELEASE,
+            RAISE,
+        ] {
             assert!(script.starts_with("local function owner_of"));
         }
     }
