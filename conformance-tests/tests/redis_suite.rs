@@ -137,7 +137,7 @@ async fn plant_waiter(
         .cmd("HSET")
         .arg(&keys.waiters)
         .arg(owner)
-        .arg(format!("{deadline_ms} {lease_ms}"))
+        .arg(format!("{deadline_ms} {lease_ms} distlock:grants:{owner}"))
         .ignore()
         .cmd("RPUSH")
         .arg(&keys.queue)
@@ -369,4 +369,21 @@ async fn a_waiter_dropped_after_its_hand_off_passes_the_lock_on() {
     tokio::task::spawn_blocking(move || frozen_waiter.join().unwrap())
         .await
         .unwrap();
+}
+
+/// The benchmark floor is a raw spin lock: on a key someone holds, it
+/// fails and leaves the key alone (so its one-key rate counts
+/// acquisitions, not refused attempts).
+#[tokio::test]
+async fn the_floor_probe_refuses_a_taken_key_and_leaves_it() {
+    let locker = locker_in("redis-floor").await;
+    let probe = locker.floor_probe().await.unwrap().expect("a floor");
+    let name = locker.name("k").unwrap();
+    probe.lock_release_once(&name).await.unwrap();
+    let guard = locker.lock("k").await.unwrap();
+    assert!(probe.lock_release_once(&name).await.is_err());
+    let info = locker.inspect("k").await.unwrap().expect("still held");
+    assert_eq!(info.token, guard.token());
+    guard.release().await.unwrap();
+    probe.lock_release_once(&name).await.unwrap();
 }

@@ -105,6 +105,7 @@ impl RedisBackend {
         ));
         let ttl_ms = request.ttl.as_millis() as u64;
         let waiter_life_ms = WAITER_LIFE.as_millis() as u64;
+        let grant_channel = self.inner.listener.grant_channel();
         let reply: Vec<i64> = self
             .inner
             .conn
@@ -113,7 +114,13 @@ impl RedisBackend {
                 "acquire",
                 &scripts().acquire,
                 &keys.all(),
-                &[&owner, &ttl_ms, &mode.arg(), &waiter_life_ms],
+                &[
+                    &owner,
+                    &ttl_ms,
+                    &mode.arg(),
+                    &waiter_life_ms,
+                    &grant_channel,
+                ],
             )
             .await?;
         cleanup.disarm();
@@ -155,7 +162,7 @@ pub(crate) async fn leave(inner: Arc<Inner>, keys: LockKeys, owner: String, ttl:
                 "leave the queue",
                 &scripts().release_queued,
                 &keys.all(),
-                &[&owner, &keys.channel, &1],
+                &[&owner, &1],
             )
             .await;
         if outcome.is_ok() || Instant::now() + delay > give_up {
@@ -229,7 +236,7 @@ impl Backend for RedisBackend {
                 "force release",
                 &scripts().force_release_queued,
                 &keys.all(),
-                &[&keys.channel],
+                &[],
             )
             .await?;
         Ok(removed == 1)
@@ -277,7 +284,7 @@ impl HeldLock for RedisHeld {
                 "release",
                 &scripts().release_queued,
                 &self.lock.keys.all(),
-                &[&self.lock.owner, &self.lock.keys.channel, &0],
+                &[&self.lock.owner, &0],
             )
             .await?;
         match released {

@@ -1,5 +1,10 @@
 //! The benchmark floor: one lock+release as raw `SET NX PX` + `DEL`
 //! round trips with the same client library, on a connection of its own.
+//!
+//! Like a raw spin lock, it deletes the key only where its `SET NX` took
+//! it, and a call that did not take the lock fails: on a contended key
+//! the floor's rate counts acquisitions, not refused attempts (the etcd
+//! floor does the same).
 
 use std::fmt;
 
@@ -14,8 +19,9 @@ use crate::keys::LockKeys;
 /// that a crashed benchmark leaves nothing behind for long.
 const FLOOR_TTL_MS: u64 = 10_000;
 
-/// Raw `SET key v NX PX` then `DEL key`, on each server given (all masters
-/// in parallel for Redlock).
+/// Raw `SET key v NX PX` then, where it took the key, `DEL key`, on each
+/// server given (all masters in parallel for Redlock, where a majority
+/// must take it).
 pub(crate) struct ConnFloorProbe {
     conns: Vec<Conn>,
     timeouts: Timeouts,
@@ -66,12 +72,22 @@ impl FloorProbe for ConnFloorProbe {
         del.arg(&key);
         let (set, del) = (&set, &del);
         let runs = self.conns.iter().map(|conn| async move {
-            let _: Option<String> = conn.query(self.timeouts, "floor SET", set).await?;
+            let taken: Option<String> = conn.query(self.timeouts, "floor SET", set).await?;
+            if taken.is_none() {
+                return Ok(false);
+            }
             let _: i64 = conn.query(self.timeouts, "floor DEL", del).await?;
-            Ok::<_, LockError>(())
+            Ok::<_, LockError>(true)
         });
+        let mut taken = 0;
         for outcome in futures_util::future::join_all(runs).await {
-            outcome?;
+            taken += usize::from(outcome?);
+        }
+        if taken * 2 <= self.conns.len() {
+            return Err(LockError::Backend {
+                message: "floor probe: the probe key was taken".to_owned(),
+                source: None,
+            });
         }
         Ok(())
     }

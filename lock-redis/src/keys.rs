@@ -4,8 +4,10 @@
 //! counter in `distlock:{<ns>:<key>}:token`, its waiters in
 //! `distlock:{<ns>:<key>}:queue` (a list, in order of arrival) and
 //! `distlock:{<ns>:<key>}:waiters` (a hash: each waiter's liveness
-//! deadline and lease), and its hand-offs and releases are published on
-//! `distlock:{<ns>:<key>}:released`. The part in braces is a Redis Cluster
+//! deadline, lease and grant channel), and its releases are published on
+//! `distlock:{<ns>:<key>}:released` (Redlock; on one instance or a
+//! cluster a release hands the lock to a waiter and tells it on its
+//! backend's own grant channel). The part in braces is a Redis Cluster
 //! hash tag, so all of a lock's keys share a slot and one script can touch
 //! them all.
 //!
@@ -26,9 +28,10 @@ pub struct LockKeys {
     pub token: String,
     /// The waiters' owner ids in order of arrival (a list).
     pub queue: String,
-    /// Each waiter's `"<deadline ms> <ttl ms>"` (a hash keyed by owner).
+    /// Each waiter's `"<deadline ms> <ttl ms> <grant channel>"` (a hash
+    /// keyed by owner).
     pub waiters: String,
-    /// The pub/sub channel its hand-offs and releases are announced on.
+    /// The pub/sub channel its releases are announced on (Redlock).
     pub channel: String,
 }
 

@@ -2,9 +2,10 @@
 //! waiters of a backend.
 //!
 //! Two kinds of messages arrive: `"granted <token> <owner>"`, a hand-off
-//! to one queued waiter (see [`grants`](crate::grants)), which wakes that
-//! waiter alone; and `"released"` (Redlock, whose masters keep no queue),
-//! which wakes every local waiter of the channel.
+//! to one queued waiter of this backend (see [`grants`](crate::grants)),
+//! published on the backend's own grant channel and waking that waiter
+//! alone; and `"released"` on a lock's channel (Redlock, whose masters
+//! keep no queue), which wakes every local waiter of that lock.
 //!
 //! A waiter registers interest in its lock's channel ([`Listener::watch`])
 //! without any network traffic. Only when an attempt finds the lock held
@@ -27,7 +28,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use lock_core::{LockError, WakeRegistry, WakeSubscription};
+use lock_core::{LockError, OwnerId, WakeRegistry, WakeSubscription};
 use redis::aio::{AsyncPushSender, ConnectionManager, SendError};
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, watch};
@@ -71,6 +72,7 @@ pub(crate) enum Listening {
 pub(crate) struct Listener {
     registry: WakeRegistry,
     grants: GrantBoard,
+    grant_channel: Arc<str>,
     nodes: Arc<Vec<NodeListener>>,
     timeout: Duration,
 }
@@ -87,6 +89,7 @@ impl Listener {
         Ok(Self {
             registry,
             grants,
+            grant_channel: format!("distlock:grants:{}", OwnerId::generate()).into(),
             nodes: Arc::new(nodes),
             timeout: conn::Timeouts::new(config).overall,
         })
@@ -99,16 +102,25 @@ impl Listener {
             .with_guard(self.interests(channel))
     }
 
-    /// Registers a queued waiter with `owner` id: hand-offs to it on
-    /// `channel` will be posted on its ticket. No network traffic.
+    /// The channel hand-offs to this backend's waiters are published on:
+    /// one per backend, so a hand-off reaches only the process (and the
+    /// connection) of the waiter it is for.
+    pub(crate) fn grant_channel(&self) -> &str {
+        &self.grant_channel
+    }
+
+    /// Registers a queued waiter with `owner` id: hand-offs to it will be
+    /// posted on its ticket. No network traffic.
     pub(crate) fn ticket(&self, owner: &str) -> GrantTicket {
         self.grants.ticket(owner)
     }
 
-    /// Registers interest in the hand-offs to `ticket`'s waiter, announced
-    /// on `channel`. No network traffic.
-    pub(crate) fn watch_grants(&self, channel: &str, ticket: &GrantTicket) -> WakeSubscription {
-        ticket.subscribe().with_guard(self.interests(channel))
+    /// Registers interest in the hand-offs to `ticket`'s waiter (on the
+    /// [grant channel](Self::grant_channel)). No network traffic.
+    pub(crate) fn watch_grants(&self, ticket: &GrantTicket) -> WakeSubscription {
+        ticket
+            .subscribe()
+            .with_guard(self.interests(&self.grant_channel))
     }
 
     fn interests(&self, channel: &str) -> Vec<Interest> {

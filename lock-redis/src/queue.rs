@@ -159,8 +159,7 @@ fn renew_place_within(ttl: Duration, pttl: Option<Duration>) -> Duration {
 #[async_trait]
 impl TryAcquire for QueuedWait<'_> {
     async fn watch_releases(&self, _name: &LockName) -> Result<WakeSubscription, LockError> {
-        let listener = &self.backend.inner().listener;
-        Ok(listener.watch_grants(&self.keys.channel, &self.ticket))
+        Ok(self.backend.inner().listener.watch_grants(&self.ticket))
     }
 
     async fn try_acquire_once(&self, request: &AcquireRequest) -> Result<Attempt, LockError> {
@@ -177,7 +176,7 @@ impl TryAcquire for QueuedWait<'_> {
         }
         // We are in line: make sure a hand-off is heard from now on.
         let listener = &self.backend.inner().listener;
-        match listener.ensure_listening(&self.keys.channel).await {
+        match listener.ensure_listening(listener.grant_channel()).await {
             Listening::Already => Ok(first),
             // A hand-off may have come before the subscription: the next
             // attempt finds the lock ours if so.

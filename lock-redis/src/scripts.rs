@@ -35,11 +35,11 @@ macro_rules! lua {
 
 /// `token_of(value)`: the token part of a lock value (nil if none).
 /// `now_ms()`: the server's clock in milliseconds.
-/// `hand_off(channel)`: frees the lock, handing it to the first waiter of
-/// the queue whose liveness deadline has not passed (popping the dead ones
-/// on the way) and announcing `"granted <token> <owner>"` on `channel`; a
-/// lock without a live waiter is deleted. KEYS: lock, counter, queue,
-/// waiters.
+/// `hand_off()`: frees the lock, handing it to the first waiter of the
+/// queue whose liveness deadline has not passed (popping the dead ones on
+/// the way) and announcing `"granted <token> <owner>"` on that waiter's
+/// grant channel; a lock without a live waiter is deleted. KEYS: lock,
+/// counter, queue, waiters.
 macro_rules! queue_lua {
     ($body:literal) => {
         concat!(
@@ -53,7 +53,7 @@ macro_rules! queue_lua {
             "  local t = redis.call('TIME')\n",
             "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n",
             "end\n",
-            "local function grant(channel)\n",
+            "local function grant()\n",
             "  local now = now_ms()\n",
             "  while true do\n",
             "    local owner = redis.call('LPOP', KEYS[3])\n",
@@ -61,18 +61,18 @@ macro_rules! queue_lua {
             "    local entry = redis.call('HGET', KEYS[4], owner)\n",
             "    if entry then\n",
             "      redis.call('HDEL', KEYS[4], owner)\n",
-            "      local i = string.find(entry, ' ', 1, true)\n",
-            "      if i and tonumber(string.sub(entry, 1, i - 1)) >= now then\n",
+            "      local deadline, ttl, channel = string.match(entry, '^(%d+) (%d+) (.+)$')\n",
+            "      if deadline and tonumber(deadline) >= now then\n",
             "        local token = redis.call('INCR', KEYS[2])\n",
-            "        redis.call('SET', KEYS[1], token .. ' ' .. owner, 'PX', string.sub(entry, i + 1))\n",
+            "        redis.call('SET', KEYS[1], token .. ' ' .. owner, 'PX', ttl)\n",
             "        redis.call('PUBLISH', channel, 'granted ' .. token .. ' ' .. owner)\n",
             "        return true\n",
             "      end\n",
             "    end\n",
             "  end\n",
             "end\n",
-            "local function hand_off(channel)\n",
-            "  if redis.call('EXISTS', KEYS[3]) == 1 and grant(channel) then return end\n",
+            "local function hand_off()\n",
+            "  if redis.call('EXISTS', KEYS[3]) == 1 and grant() then return end\n",
             "  redis.call('DEL', KEYS[1])\n",
             "end\n",
             $body
@@ -82,7 +82,8 @@ macro_rules! queue_lua {
 
 /// KEYS: lock, counter, queue, waiters. ARGV: owner, ttl ms, queue mode
 /// (`0`: do not queue; `1`: queue if held; `2`: queued before), waiter
-/// life ms.
+/// life ms, the waiter's grant channel (where its backend listens for
+/// hand-offs).
 ///
 /// Free: `SET lock "<token> owner" PX ttl` with `token = INCR counter`,
 /// returns `{1, token}` (and, in mode 2, drops the owner's waiter entry).
@@ -104,7 +105,7 @@ if v then
     return {1, token_of(v)}
   end
   if ARGV[3] == '1' or ARGV[3] == '2' then
-    local entry = (now_ms() + tonumber(ARGV[4])) .. ' ' .. ARGV[2]
+    local entry = (now_ms() + tonumber(ARGV[4])) .. ' ' .. ARGV[2] .. ' ' .. ARGV[5]
     if redis.call('HSET', KEYS[4], ARGV[1], entry) == 1 then
       redis.call('RPUSH', KEYS[3], ARGV[1])
     end
@@ -139,33 +140,31 @@ return renewed
 "#
 );
 
-/// KEYS: lock, counter, queue, waiters. ARGV: owner, channel, leave
-/// (`1`: first take the owner out of the queue, for a waiter that gives
-/// up). If the lock is ours, hands it to the next live waiter or deletes
+/// KEYS: lock, counter, queue, waiters. ARGV: owner, leave (`1`: first
+/// take the owner out of the queue, for a waiter that gives up). If the lock is ours, hands it to the next live waiter or deletes
 /// it, and returns 1; else returns 0 and touches the lock not.
 const RELEASE_QUEUED: &str = queue_lua!(
     r#"
-if ARGV[3] == '1' then
+if ARGV[2] == '1' then
   redis.call('HDEL', KEYS[4], ARGV[1])
   redis.call('LREM', KEYS[3], 0, ARGV[1])
 end
 if owner_of(redis.call('GET', KEYS[1])) ~= ARGV[1] then
   return 0
 end
-hand_off(ARGV[2])
+hand_off()
 return 1
 "#
 );
 
-/// KEYS: lock, counter, queue, waiters. ARGV: channel. Frees the lock
-/// whoever holds it, handing it to the next live waiter; returns 1 if
-/// there was one.
+/// KEYS: lock, counter, queue, waiters. Frees the lock whoever holds it,
+/// handing it to the next live waiter; returns 1 if there was one.
 const FORCE_RELEASE_QUEUED: &str = queue_lua!(
     r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
-hand_off(ARGV[1])
+hand_off()
 return 1
 "#
 );
