@@ -387,3 +387,68 @@ async fn the_floor_probe_refuses_a_taken_key_and_leaves_it() {
     guard.release().await.unwrap();
     probe.lock_release_once(&name).await.unwrap();
 }
+
+/// A waiter whose process stalled past the lease it was handed does not
+/// return a guard for a lock another client holds by then, whichever it
+/// sees first on waking: the stale hand-off (checked with the server, see
+/// `queue::fresh_hand_off`) or its own retry (which finds the lock taken).
+#[tokio::test]
+async fn a_hand_off_heard_after_its_lease_ran_out_is_not_trusted() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let url = conformance_tests::with_query(
+        &shared_redis_url().await.unwrap(),
+        "ttl=1s&namespace=redis-stale-hand-off",
+    );
+    let (holder, other) = (
+        distlock::connect(&url).await.unwrap(),
+        distlock::connect(&url).await.unwrap(),
+    );
+    let guard = holder.lock("k").await.unwrap();
+    let (freeze_tx, freeze_rx) = mpsc::channel::<()>();
+    let (outcome_tx, outcome_rx) = tokio::sync::oneshot::channel();
+    let stalled_waiter = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let locker = distlock::connect(&url).await.unwrap();
+            let waiting = tokio::spawn(async move {
+                let options = distlock::LockOptions::new().wait(Duration::from_secs(4));
+                match locker.lock_with("k", options).await {
+                    Ok(guard) => Some((guard.token(), guard.is_held())),
+                    Err(e) if e.is_timeout() => None,
+                    Err(e) => panic!("stalled waiter: {e}"),
+                }
+            });
+            while freeze_rx.try_recv().is_err() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            // Stalled past the handed lease (1 s).
+            std::thread::sleep(Duration::from_millis(1600));
+            let _ = outcome_tx.send(waiting.await.unwrap());
+        });
+    });
+    until_in_line(&holder, "k", 1).await;
+    freeze_tx.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    guard.release().await.unwrap();
+    // The stalled waiter's lease runs out; another client takes the lock
+    // and holds it while the waiter wakes up.
+    let taken = tokio::time::timeout(Duration::from_secs(3), other.lock("k"))
+        .await
+        .expect("the lock came free after the stalled waiter's lease")
+        .unwrap();
+    let outcome = outcome_rx.await.unwrap();
+    assert!(
+        outcome.is_none_or(|(token, held)| held && token > taken.token()),
+        "the stalled waiter returned {outcome:?} while the lock was held with token {}",
+        taken.token()
+    );
+    drop(taken);
+    tokio::task::spawn_blocking(move || stalled_waiter.join().unwrap())
+        .await
+        .unwrap();
+}

@@ -156,6 +156,13 @@ fn renew_place_within(ttl: Duration, pttl: Option<Duration>) -> Duration {
     pttl.map_or(bound, |pttl| pttl.min(bound))
 }
 
+/// Whether a hand-off heard `now` may be taken without asking the server:
+/// only while at least half of the lease, counted from our latest refusal
+/// (`refused_at`), is left. Returns the instant the lease counts from.
+fn fresh_hand_off(refused_at: Option<Instant>, ttl: Duration, now: Instant) -> Option<Instant> {
+    refused_at.filter(|&at| now.saturating_duration_since(at) < ttl / 2)
+}
+
 #[async_trait]
 impl TryAcquire for QueuedWait<'_> {
     async fn watch_releases(&self, _name: &LockName) -> Result<WakeSubscription, LockError> {
@@ -165,8 +172,12 @@ impl TryAcquire for QueuedWait<'_> {
     async fn try_acquire_once(&self, request: &AcquireRequest) -> Result<Attempt, LockError> {
         if let Some(token) = self.ticket.take() {
             // Handed over by a release: the lease was set after our latest
-            // refusal, so counting it from there errs on the safe side.
-            if let Some(at) = self.state().refused_at {
+            // refusal, so counting it from there errs on the safe side. A
+            // hand-off heard late (this process stalled) may be over
+            // already: then the server is asked, which also restarts the
+            // lease if it is still ours.
+            let refused_at = self.state().refused_at;
+            if let Some(at) = fresh_hand_off(refused_at, request.ttl, Instant::now()) {
                 return Ok(self.backend.acquired(self.keys.clone(), request, token, at));
             }
         }
@@ -198,6 +209,17 @@ impl TryAcquire for QueuedWait<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hand_off_heard_late_is_checked_with_the_server() {
+        let ttl = Duration::from_secs(10);
+        let refused = Instant::now();
+        let soon = refused + Duration::from_secs(1);
+        assert_eq!(fresh_hand_off(Some(refused), ttl, soon), Some(refused));
+        let late = refused + Duration::from_secs(5);
+        assert_eq!(fresh_hand_off(Some(refused), ttl, late), None);
+        assert_eq!(fresh_hand_off(None, ttl, soon), None, "never refused");
+    }
 
     #[test]
     fn a_waiter_renews_its_place_before_it_lapses() {
