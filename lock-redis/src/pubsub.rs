@@ -73,6 +73,10 @@ pub(crate) struct Listener {
     registry: WakeRegistry,
     grants: GrantBoard,
     grant_channel: Arc<str>,
+    /// Standing interest in the grant channel: once a first waiter had it
+    /// subscribed, it stays subscribed for the backend's life, so waits
+    /// and uncontended locks never churn its subscription.
+    _grant_interest: Arc<Vec<Interest>>,
     nodes: Arc<Vec<NodeListener>>,
     timeout: Duration,
 }
@@ -86,10 +90,13 @@ impl Listener {
             .iter()
             .map(|node| NodeListener::start(config, node, registry.clone(), grants.clone()))
             .collect::<Result<Vec<_>, _>>()?;
+        let grant_channel = format!("distlock:grants:{}", OwnerId::generate());
+        let grant_interest = nodes.iter().map(|n| n.interest(&grant_channel)).collect();
         Ok(Self {
             registry,
             grants,
-            grant_channel: format!("distlock:grants:{}", OwnerId::generate()).into(),
+            grant_channel: grant_channel.into(),
+            _grant_interest: Arc::new(grant_interest),
             nodes: Arc::new(nodes),
             timeout: conn::Timeouts::new(config).overall,
         })
@@ -97,9 +104,8 @@ impl Listener {
 
     /// Registers interest in `channel`'s releases. No network traffic.
     pub(crate) fn watch(&self, channel: &str) -> WakeSubscription {
-        self.registry
-            .subscribe(channel)
-            .with_guard(self.interests(channel))
+        let interests: Vec<Interest> = self.nodes.iter().map(|n| n.interest(channel)).collect();
+        self.registry.subscribe(channel).with_guard(interests)
     }
 
     /// The channel hand-offs to this backend's waiters are published on:
@@ -118,13 +124,7 @@ impl Listener {
     /// Registers interest in the hand-offs to `ticket`'s waiter (on the
     /// [grant channel](Self::grant_channel)). No network traffic.
     pub(crate) fn watch_grants(&self, ticket: &GrantTicket) -> WakeSubscription {
-        ticket
-            .subscribe()
-            .with_guard(self.interests(&self.grant_channel))
-    }
-
-    fn interests(&self, channel: &str) -> Vec<Interest> {
-        self.nodes.iter().map(|n| n.interest(channel)).collect()
+        ticket.subscribe()
     }
 
     /// Makes sure `channel` is subscribed on every server, for a caller
@@ -270,6 +270,7 @@ impl fmt::Debug for Shared {
 
 /// One waiter's interest in a channel on one server; dropped with the
 /// waiter's [`WakeSubscription`].
+#[derive(Debug)]
 struct Interest {
     shared: Arc<Shared>,
     channel: String,
