@@ -8,6 +8,7 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::backend::{AcquireRequest, Acquired};
+use crate::early_renewal::EarlyRenewal;
 use crate::error::LockError;
 use crate::key::LockName;
 use crate::loss::{LossReason, LossSignal};
@@ -50,6 +51,7 @@ impl LockGuard {
         acquired: Acquired,
         signal: LossSignal,
         auto_renew: bool,
+        early_renewal: Option<EarlyRenewal>,
     ) -> Self {
         let AcquireRequest {
             name,
@@ -73,7 +75,10 @@ impl LockGuard {
             key = %name.key(),
             token = acquired.token.get(),
         );
-        let renewer = renewal::start(&lease, auto_renew, span);
+        let renewer = match early_renewal {
+            Some(early) => early.start(&lease, auto_renew, span),
+            None => renewal::start(&lease, auto_renew, span),
+        };
         Self {
             name,
             owner,

@@ -39,6 +39,7 @@
 mod backend;
 mod backoff;
 mod credentials;
+mod early_renewal;
 mod error;
 mod guard;
 mod key;

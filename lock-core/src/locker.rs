@@ -7,6 +7,7 @@ use std::time::Instant;
 use tracing::Instrument;
 
 use crate::backend::{AcquireRequest, Backend, Capabilities, FloorProbe, LockInfo, WaitMode};
+use crate::early_renewal::EarlyRenewal;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::key::{LockKey, LockName, Namespace};
@@ -180,6 +181,14 @@ impl Locker {
             key = %request.name.key(),
             token = tracing::field::Empty,
         );
+        // A backend whose every lock has its own lease gets the lease's
+        // renewal task now, while the request is in flight (see
+        // `early_renewal`); dropped unused if the lock is not taken.
+        let early_renewal = self
+            .backend
+            .capabilities()
+            .per_lock_expiry
+            .then(|| EarlyRenewal::spawn(self.options.ttl));
         let attempt = self.backend.acquire(&request).instrument(span.clone());
         let acquired = match wait.deadline() {
             // The deadline is enforced here for every backend; backends
@@ -199,6 +208,7 @@ impl Locker {
             acquired,
             signal,
             auto_renew,
+            early_renewal,
         )))
     }
 }

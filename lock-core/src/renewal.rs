@@ -26,6 +26,8 @@ pub(crate) struct Lease {
     pub(crate) ttl: Duration,
     /// The lock's name as shown in errors.
     pub(crate) key: String,
+    /// When the request that took the lock was sent.
+    requested_at: Instant,
     /// For [`Renewal::Lease`]: until when the lock is surely ours.
     valid_until: Mutex<Instant>,
 }
@@ -45,6 +47,7 @@ impl Lease {
             reporter,
             renewal,
             ttl,
+            requested_at,
             valid_until: Mutex::new(requested_at + ttl.saturating_sub(clock_drift(ttl))),
         }
     }
@@ -105,8 +108,7 @@ pub(crate) fn start(
     let lease = Arc::clone(lease);
     let task = match lease.renewal {
         Renewal::Managed => return None,
-        Renewal::Lease if auto_renew => tokio::spawn(renew_lease(lease).instrument(span)),
-        Renewal::Lease => tokio::spawn(watch_validity(lease).instrument(span)),
+        Renewal::Lease => tokio::spawn(keep_alive(lease, auto_renew).instrument(span)),
         Renewal::Check { interval } => {
             tokio::spawn(check_periodically(lease, interval).instrument(span))
         }
@@ -114,13 +116,24 @@ pub(crate) fn start(
     Some(task)
 }
 
-/// Renews at ttl/3; a failed renewal is retried sooner, until the validity
-/// window closes, at which point the lock is reported lost *before* the
-/// store could have handed it to anyone else.
+/// The work of a [`Renewal::Lease`] task: renew the lease, or, without
+/// auto-renewal, only report its end.
+pub(crate) async fn keep_alive(lease: Arc<Lease>, auto_renew: bool) {
+    if auto_renew {
+        renew_lease(lease).await;
+    } else {
+        watch_validity(lease).await;
+    }
+}
+
+/// Renews at ttl/3 from the request that took the lock; a failed renewal
+/// is retried sooner, until the validity window closes, at which point the
+/// lock is reported lost *before* the store could have handed it to
+/// anyone else.
 async fn renew_lease(lease: Arc<Lease>) {
     let interval = lease.ttl / 3;
     let retry = (lease.ttl / 10).max(Duration::from_millis(10));
-    let mut next = Instant::now() + interval;
+    let mut next = lease.requested_at + interval;
     loop {
         let valid_until = lease.valid_until();
         tokio::select! {
