@@ -68,6 +68,7 @@ impl LockGuard {
             ttl,
             acquired.requested_at,
         ));
+        lease.report_if_already_expired();
         let span = tracing::debug_span!(
             "distlock.lease",
             backend,

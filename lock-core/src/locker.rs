@@ -98,6 +98,12 @@ impl Locker {
     /// Takes `key`, waiting as long as the locker's default wait (forever
     /// unless configured). Fails with [`LockError::Timeout`] when the wait
     /// runs out.
+    ///
+    /// A guard whose store answered later than the ttl allows (this process
+    /// stalled, or the store did) comes back already lost
+    /// ([`LossReason::ValidityExpired`](crate::LossReason)): check
+    /// [`LockGuard::is_held`] or watch [`LockGuard::lost`] before and while
+    /// acting under the lock.
     pub async fn lock(&self, key: &str) -> Result<LockGuard, LockError> {
         self.lock_with(key, LockOptions::new()).await
     }

@@ -56,6 +56,16 @@ impl Lease {
         *self.valid_until.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// For a [`Renewal::Lease`] whose validity window closed before the
+    /// lock was even handed to its guard (the store's reply came later than
+    /// the ttl allows): reports the loss now, so that no guard shows a lock
+    /// as held that another client may already have.
+    pub(crate) fn report_if_already_expired(&self) {
+        if self.renewal == Renewal::Lease && Instant::now() >= self.valid_until() {
+            self.reporter.report(LossReason::ValidityExpired);
+        }
+    }
+
     /// Records a successful renewal whose request was sent at `sent`.
     fn renewed(&self, sent: Instant) {
         let until = sent + self.ttl.saturating_sub(clock_drift(self.ttl));

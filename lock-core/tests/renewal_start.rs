@@ -52,3 +52,66 @@ async fn a_lock_held_without_auto_renewal_is_reported_lost_at_its_end() {
     let lost = tokio::time::timeout(TTL * 3, guard.lost()).await;
     assert!(lost.is_ok(), "the end of the lease was reported");
 }
+
+/// A store whose replies to acquisitions arrive `delay` late: the lock was
+/// taken when the inner store says, the caller hears of it later.
+#[derive(Debug)]
+struct LateReplies {
+    inner: MemoryBackend,
+    delay: Duration,
+}
+
+#[lock_core::async_trait]
+impl lock_core::Backend for LateReplies {
+    fn name(&self) -> &'static str {
+        "late-replies"
+    }
+
+    fn capabilities(&self) -> lock_core::Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn acquire(
+        &self,
+        request: &lock_core::AcquireRequest,
+    ) -> Result<Option<lock_core::Acquired>, lock_core::LockError> {
+        let acquired = self.inner.acquire(request).await?;
+        tokio::time::sleep(self.delay).await;
+        Ok(acquired)
+    }
+
+    async fn inspect(
+        &self,
+        name: &lock_core::LockName,
+    ) -> Result<Option<lock_core::LockInfo>, lock_core::LockError> {
+        self.inner.inspect(name).await
+    }
+}
+
+/// A lock whose acquisition reply came after its lease ran out is
+/// reported lost before the guard is handed over: the guard never shows
+/// as held a lock that another client can already take.
+#[tokio::test]
+async fn a_lock_heard_of_after_its_lease_ran_out_is_lost_at_once() {
+    let store = "renewal-start-late-reply";
+    let late = Locker::new(
+        Arc::new(LateReplies {
+            inner: MemoryBackend::named(store),
+            delay: TTL * 2,
+        }),
+        LockerOptions {
+            ttl: TTL,
+            ..Default::default()
+        },
+    );
+    let guard = late.lock("k").await.unwrap();
+    assert!(!guard.is_held(), "a lock past its lease shows as held");
+    assert_eq!(
+        guard.loss_signal().loss_reason(),
+        Some(lock_core::LossReason::ValidityExpired)
+    );
+    assert!(
+        locker(store).try_lock("k").await.unwrap().is_some(),
+        "the store had freed it"
+    );
+}
