@@ -309,6 +309,57 @@ async fn a_waiter_dropped_in_line_leaves_it() {
     handed.release().await.unwrap();
 }
 
+/// A waiter on a current-thread runtime and a thread of its own, which
+/// [`freeze`](Self::freeze) stops dead for a while, as a stalled process
+/// would be: nothing on that runtime runs, pub/sub messages wait unread.
+struct FrozenWaiter {
+    freeze: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl FrozenWaiter {
+    /// Connects to `url` there and spawns `wait(locker)`; once frozen for
+    /// `stall`, runs `then(task of wait)` on that runtime.
+    fn start<W, WF, T, TF>(url: String, stall: std::time::Duration, wait: W, then: T) -> Self
+    where
+        W: FnOnce(distlock::Locker) -> WF + Send + 'static,
+        WF: std::future::Future + Send + 'static,
+        WF::Output: Send + 'static,
+        T: FnOnce(tokio::task::JoinHandle<WF::Output>) -> TF + Send + 'static,
+        TF: std::future::Future<Output = ()>,
+    {
+        let (freeze, frozen) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let locker = distlock::connect(&url).await.unwrap();
+                let waiting = tokio::spawn(wait(locker));
+                while frozen.try_recv().is_err() {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                std::thread::sleep(stall);
+                then(waiting).await;
+            });
+        });
+        Self { freeze, thread }
+    }
+
+    /// Freezes the waiter's runtime now.
+    fn freeze(&self) {
+        self.freeze.send(()).unwrap();
+    }
+
+    /// Waits for the waiter's thread to end.
+    async fn join(self) {
+        tokio::task::spawn_blocking(move || self.thread.join().unwrap())
+            .await
+            .unwrap();
+    }
+}
+
 /// A `lock()` call dropped after the lock was handed to it, before it
 /// heard of the hand-off, passes the lock on: the waiter behind gets it
 /// at once, not after the dropped one's 10 s lease. The dropped waiter
@@ -316,7 +367,6 @@ async fn a_waiter_dropped_in_line_leaves_it() {
 /// cannot take the hand-off first.
 #[tokio::test]
 async fn a_waiter_dropped_after_its_hand_off_passes_the_lock_on() {
-    use std::sync::mpsc;
     use std::time::Duration;
 
     let url = conformance_tests::with_query(
@@ -328,34 +378,26 @@ async fn a_waiter_dropped_after_its_hand_off_passes_the_lock_on() {
         distlock::connect(&url).await.unwrap(),
     );
     let guard = holder.lock("k").await.unwrap();
-    let (freeze_tx, freeze_rx) = mpsc::channel::<()>();
-    let frozen_waiter = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let locker = distlock::connect(&url).await.unwrap();
-            let waiting = tokio::spawn(async move {
-                let guard = locker.lock("k").await.unwrap();
-                std::future::pending::<()>().await;
-                drop(guard);
-            });
-            while freeze_rx.try_recv().is_err() {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            // Nothing else runs on this runtime meanwhile: the hand-off
-            // announced now waits unread.
-            std::thread::sleep(Duration::from_millis(800));
+    let frozen_waiter = FrozenWaiter::start(
+        url,
+        // Frozen across the release: the hand-off announced meanwhile
+        // waits unread.
+        Duration::from_millis(800),
+        |locker| async move {
+            let guard = locker.lock("k").await.unwrap();
+            std::future::pending::<()>().await;
+            drop(guard);
+        },
+        |waiting| async move {
             waiting.abort();
             // Time for the clean-up to run on this runtime.
             tokio::time::sleep(Duration::from_secs(4)).await;
-        });
-    });
+        },
+    );
     until_in_line(&holder, "k", 1).await;
     let waiting = tokio::spawn(async move { next.lock("k").await.unwrap() });
     until_in_line(&holder, "k", 2).await;
-    freeze_tx.send(()).unwrap();
+    frozen_waiter.freeze();
     tokio::time::sleep(Duration::from_millis(200)).await;
     guard.release().await.unwrap();
     // Handed to the frozen waiter, first in line.
@@ -366,9 +408,7 @@ async fn a_waiter_dropped_after_its_hand_off_passes_the_lock_on() {
         .unwrap();
     assert!(handed.token() > info.token);
     handed.release().await.unwrap();
-    tokio::task::spawn_blocking(move || frozen_waiter.join().unwrap())
-        .await
-        .unwrap();
+    frozen_waiter.join().await;
 }
 
 /// The benchmark floor is a raw spin lock: on a key someone holds, it
@@ -394,7 +434,6 @@ async fn the_floor_probe_refuses_a_taken_key_and_leaves_it() {
 /// `queue::fresh_hand_off`) or its own retry (which finds the lock taken).
 #[tokio::test]
 async fn a_hand_off_heard_after_its_lease_ran_out_is_not_trusted() {
-    use std::sync::mpsc;
     use std::time::Duration;
 
     let url = conformance_tests::with_query(
@@ -406,33 +445,25 @@ async fn a_hand_off_heard_after_its_lease_ran_out_is_not_trusted() {
         distlock::connect(&url).await.unwrap(),
     );
     let guard = holder.lock("k").await.unwrap();
-    let (freeze_tx, freeze_rx) = mpsc::channel::<()>();
     let (outcome_tx, outcome_rx) = tokio::sync::oneshot::channel();
-    let stalled_waiter = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let locker = distlock::connect(&url).await.unwrap();
-            let waiting = tokio::spawn(async move {
-                let options = distlock::LockOptions::new().wait(Duration::from_secs(4));
-                match locker.lock_with("k", options).await {
-                    Ok(guard) => Some((guard.token(), guard.is_held())),
-                    Err(e) if e.is_timeout() => None,
-                    Err(e) => panic!("stalled waiter: {e}"),
-                }
-            });
-            while freeze_rx.try_recv().is_err() {
-                tokio::time::sleep(Duration::from_millis(5)).await;
+    let stalled_waiter = FrozenWaiter::start(
+        url,
+        // Stalled past the handed lease (1 s).
+        Duration::from_millis(1600),
+        |locker| async move {
+            let options = distlock::LockOptions::new().wait(Duration::from_secs(4));
+            match locker.lock_with("k", options).await {
+                Ok(guard) => Some((guard.token(), guard.is_held())),
+                Err(e) if e.is_timeout() => None,
+                Err(e) => panic!("stalled waiter: {e}"),
             }
-            // Stalled past the handed lease (1 s).
-            std::thread::sleep(Duration::from_millis(1600));
+        },
+        |waiting| async move {
             let _ = outcome_tx.send(waiting.await.unwrap());
-        });
-    });
+        },
+    );
     until_in_line(&holder, "k", 1).await;
-    freeze_tx.send(()).unwrap();
+    stalled_waiter.freeze();
     tokio::time::sleep(Duration::from_millis(100)).await;
     guard.release().await.unwrap();
     // The stalled waiter's lease runs out; another client takes the lock
@@ -448,7 +479,5 @@ async fn a_hand_off_heard_after_its_lease_ran_out_is_not_trusted() {
         taken.token()
     );
     drop(taken);
-    tokio::task::spawn_blocking(move || stalled_waiter.join().unwrap())
-        .await
-        .unwrap();
+    stalled_waiter.join().await;
 }

@@ -121,12 +121,6 @@ impl Listener {
         self.grants.ticket(owner)
     }
 
-    /// Registers interest in the hand-offs to `ticket`'s waiter (on the
-    /// [grant channel](Self::grant_channel)). No network traffic.
-    pub(crate) fn watch_grants(&self, ticket: &GrantTicket) -> WakeSubscription {
-        ticket.subscribe()
-    }
-
     /// Makes sure `channel` is subscribed on every server, for a caller
     /// holding a [`watch`](Self::watch) subscription on it.
     pub(crate) async fn ensure_listening(&self, channel: &str) -> Listening {

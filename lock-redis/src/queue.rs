@@ -73,11 +73,10 @@ pub(crate) struct QueuedWait<'a> {
 
 #[derive(Default)]
 struct State {
-    /// Whether an attempt has put us in line.
-    joined: bool,
     /// When the latest attempt that found the lock held by another was
-    /// sent: a hand-off announced later happened after it, so the lease
-    /// it set is counted from no earlier than this.
+    /// sent (`None` until an attempt put us in line): a hand-off announced
+    /// later happened after it, so the lease it set is counted from no
+    /// earlier than this.
     refused_at: Option<Instant>,
     /// Takes us out of line unless the acquisition succeeds.
     leave: Option<CleanupOnDrop>,
@@ -108,7 +107,8 @@ impl<'a> QueuedWait<'a> {
 
     /// One run of the acquire script; keeps our place in line current.
     async fn attempt(&self, request: &AcquireRequest) -> Result<Attempt, LockError> {
-        let mode = match (request.wait.may_wait(), self.state().joined) {
+        let joined = self.state().refused_at.is_some();
+        let mode = match (request.wait.may_wait(), joined) {
             (false, _) => QueueMode::Never,
             (true, false) => QueueMode::Join,
             (true, true) => QueueMode::Joined,
@@ -134,7 +134,6 @@ impl<'a> QueuedWait<'a> {
     /// us in line.
     fn queued(&self, request: &AcquireRequest, at: Instant) {
         let mut state = self.state();
-        state.joined = true;
         state.refused_at = Some(at);
         if state.leave.is_none() {
             state.leave = Some(CleanupOnDrop::new(leave(
@@ -166,7 +165,7 @@ fn fresh_hand_off(refused_at: Option<Instant>, ttl: Duration, now: Instant) -> O
 #[async_trait]
 impl TryAcquire for QueuedWait<'_> {
     async fn watch_releases(&self, _name: &LockName) -> Result<WakeSubscription, LockError> {
-        Ok(self.backend.inner().listener.watch_grants(&self.ticket))
+        Ok(self.ticket.subscribe())
     }
 
     async fn try_acquire_once(&self, request: &AcquireRequest) -> Result<Attempt, LockError> {
