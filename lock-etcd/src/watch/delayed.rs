@@ -8,7 +8,7 @@ use super::Watch;
 
 /// Delayed watches in the order they become due (callers use one delay,
 /// so arrival order is due order). Dropped watches leave a stale id in
-/// `due`, skipped when it comes up.
+/// `due`, skipped when it comes up or reaches the front.
 #[derive(Default)]
 pub(super) struct Delayed {
     due: VecDeque<(Instant, i64)>,
@@ -17,7 +17,9 @@ pub(super) struct Delayed {
 
 impl Delayed {
     /// Queues a watch due at `at`. True if the queue was empty, i.e. the
-    /// hub's task has no timer set and must be woken.
+    /// hub's task has no timer set and must be woken (a queue holding only
+    /// dropped watches is emptied by [`next_due`](Self::next_due) before
+    /// the task waits without a timer).
     pub(super) fn push(&mut self, at: Instant, id: i64, watch: Watch) -> bool {
         let first = self.due.is_empty();
         self.due.push_back((at, id));
@@ -31,9 +33,18 @@ impl Delayed {
         self.watches.remove(&id).is_some()
     }
 
-    /// When the next entry is due (possibly a stale one).
-    pub(super) fn next_due(&self) -> Option<Instant> {
-        self.due.front().map(|(at, _)| *at)
+    /// When the next watch still wanted is due. Forgets the dropped ones
+    /// ahead of it, so the hub's task does not wake for them: a lock held
+    /// and released every millisecond would otherwise wake it every
+    /// millisecond, for nothing.
+    pub(super) fn next_due(&mut self) -> Option<Instant> {
+        while let Some(&(at, id)) = self.due.front() {
+            if self.watches.contains_key(&id) {
+                return Some(at);
+            }
+            self.due.pop_front();
+        }
+        None
     }
 
     /// Takes the watches due by `now` that are still wanted.
@@ -84,5 +95,22 @@ mod tests {
         assert!(delayed.remove(3));
         assert!(delayed.take_due(now + Duration::from_secs(10)).is_empty());
         assert_eq!(delayed.next_due(), None);
+    }
+
+    #[test]
+    fn dropped_watches_set_no_due_time() {
+        let now = Instant::now();
+        let mut delayed = Delayed::default();
+        for id in 1..=3 {
+            assert_eq!(delayed.push(now + Duration::from_millis(id as u64), id, watch()), id == 1);
+            assert_eq!(delayed.next_due(), Some(now + Duration::from_millis(1)));
+        }
+        assert!(delayed.remove(1));
+        assert!(delayed.remove(2));
+        assert_eq!(delayed.next_due(), Some(now + Duration::from_millis(3)));
+        assert!(delayed.remove(3));
+        assert_eq!(delayed.next_due(), None);
+        // Emptied: the next watch wakes the task again.
+        assert!(delayed.push(now, 4, watch()));
     }
 }
