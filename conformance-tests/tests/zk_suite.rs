@@ -72,49 +72,36 @@ mod queue_order {
     conformance_tests::queue_order_tests!("zkq", check);
 }
 
-/// Where a session last had to wait, its next acquisition lists the queue
-/// without a child watch and watches its own node directly: a lock taken
-/// there and then deleted from outside is still reported lost.
+/// A lock taken at once watches its own node only after a delay (a short
+/// hold then costs the server no watch). A removal from outside is
+/// reported all the same: right after the acquisition, before the watch
+/// is set, and later, through the watch.
 #[tokio::test]
-async fn a_lock_taken_where_the_session_last_waited_reports_its_removal() {
+async fn a_lock_removed_from_outside_is_reported_lost_before_and_after_its_watch_is_set() {
+    use distlock::LossReason;
     use std::time::Duration;
 
     let factory = zk_factory().await;
-    let url = conformance_tests::with_query(&factory.url(), "namespace=zk-busy-hint&ttl=10s");
-    let first = distlock::connect(&url).await.unwrap();
-    let second = distlock::connect(&url).await.unwrap();
-    let held = first.lock("k").await.unwrap();
-    let waiting = {
-        let second = second.clone();
-        tokio::spawn(async move { second.lock("k").await })
-    };
-    // Released only once the second locker is queued behind it.
-    let addrs = shared_standalone().await.unwrap_or_else(|e| panic!("{e}"));
-    let hosts: Vec<String> = addrs.iter().map(ToString::to_string).collect();
-    let raw = zookeeper_client::Client::connect(&hosts.join(","))
-        .await
-        .unwrap();
-    let dir = distlock::lock_zookeeper::names::lock_dir("/suite", &second.name("k").unwrap());
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while raw.list_children(&dir).await.map_or(0, |c| c.len()) < 2 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the second locker never queued");
-    held.release().await.unwrap();
-    let handed = tokio::time::timeout(Duration::from_secs(10), waiting)
-        .await
-        .expect("the waiter never got the lock")
-        .unwrap()
-        .unwrap();
-    handed.release().await.unwrap();
-
-    // Uncontended now, but the session remembers having waited here.
-    let guard = second.lock("k").await.unwrap();
-    factory.delete_holder(&second, "k").await.unwrap();
-    tokio::time::timeout(Duration::from_secs(10), guard.lost())
-        .await
-        .expect("the removal was not reported");
-    assert!(!guard.is_held());
+    let url = conformance_tests::with_query(&factory.url(), "namespace=zk-own-watch&ttl=10s");
+    let locker = distlock::connect(&url).await.unwrap();
+    for held_for in [Duration::ZERO, Duration::from_millis(400)] {
+        let guard = locker.lock("k").await.unwrap();
+        tokio::time::sleep(held_for).await;
+        assert!(
+            guard.is_held(),
+            "lost after {held_for:?} with nobody touching it"
+        );
+        factory.delete_holder(&locker, "k").await.unwrap();
+        let reason = tokio::time::timeout(Duration::from_secs(10), guard.lost())
+            .await
+            .unwrap_or_else(|_| panic!("a removal after {held_for:?} was not reported"));
+        assert_eq!(reason, LossReason::TakenAway);
+        assert!(!guard.is_held());
+        assert!(
+            matches!(guard.release().await, Err(distlock::LockError::Lost { .. })),
+            "a release of a removed lock must report Lost"
+        );
+        // The lock is free for others, and the locker still works.
+        locker.lock("k").await.unwrap().release().await.unwrap();
+    }
 }

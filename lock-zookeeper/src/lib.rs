@@ -3,7 +3,6 @@
 mod ahead;
 mod backend;
 pub mod config;
-mod contended;
 mod error;
 mod floor;
 mod held;

@@ -2,7 +2,9 @@
 //!
 //! An acquire creates `…/_locks/lock-<guid>-<sequence>` and, pipelined on
 //! the same session (ZooKeeper answers a session's requests in order), lists
-//! the directory: an uncontended acquire costs one round trip. A waiter
+//! the directory: an uncontended acquire costs one round trip. The listing
+//! leaves no watch: a lock taken at once watches its own node only once it
+//! has been held for [`OWN_WATCH_DELAY`] (see [`NodeWatch`]). A waiter
 //! watches only the node just ahead of it (no herd), so waiters are served
 //! in sequence order (FIFO). When that node goes and it was the only one
 //! ahead, the waiter holds the lock without listing again: sequence numbers
@@ -14,15 +16,13 @@
 //! Cancel-safety: until the acquire returns, a [`CleanupOnDrop`] deletes
 //! the node — found by its guid while the create's reply is outstanding.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use lock_core::{
     AcquireRequest, Acquired, CleanupOnDrop, FencingToken, LockError, Renewal, WaitMode,
 };
-use zookeeper_client::{Client, CreateMode, Error as ZkError, OneshotWatcher};
+use zookeeper_client::{Client, CreateMode, Error as ZkError};
 
 use crate::ahead::{Ahead, AheadWatch, Next};
 use crate::error::{self, outcome_unknown};
@@ -36,6 +36,13 @@ use crate::watch::NodeWatch;
 const MAX_RESTARTS: usize = 3;
 /// How often a create is retried after its parent directory vanished.
 const MAX_PARENT_RETRIES: usize = 5;
+/// How long a lock taken at once is held before it watches its own node.
+/// Most locks are held for less: they then cost the server no watch and
+/// no notification (the watch would fire on our own release), which on
+/// 1,000 keys, where the server is the bottleneck, is one packet in seven.
+/// A removal from outside meanwhile is still reported, at most this much
+/// plus a round trip late.
+pub(crate) const OWN_WATCH_DELAY: Duration = Duration::from_millis(100);
 
 /// Our node in the queue.
 #[derive(Debug)]
@@ -89,21 +96,14 @@ async fn pass(
         dir.to_owned(),
         guid.clone(),
     ));
-    let (me, listing) = enter(session, dir, &guid, request.owner.as_str().as_bytes()).await?;
+    let (me, mut listing) = enter(session, dir, &guid, request.owner.as_str().as_bytes()).await?;
     let cleanup = CleanupOnDrop::new(delete_node(client.clone(), me.path.clone()));
     by_guid.disarm();
-    let (mut listing, children_watch) = match listing {
-        Some((children, watch)) => (Some(children), watch),
-        None => (None, None),
-    };
-    let own = NodeWatch::start(
-        client.clone(),
-        me.path.clone(),
-        request.loss.clone(),
-        children_watch,
-    );
+    // Started after the first look at the queue: at once for a waiter (it
+    // must know if its node goes, or it could take the lock without one),
+    // delayed for a lock taken at once.
+    let mut own_watch: Option<NodeWatch> = None;
     let mut watches = AheadWatch::default();
-    let mut first_look = true;
     loop {
         let children = match listing.take() {
             Some(children) => children,
@@ -118,14 +118,21 @@ async fn pass(
             .iter()
             .take_while(|n| n.sequence < me.sequence)
             .collect();
-        if std::mem::take(&mut first_look) {
-            session.contended().record(dir, !ahead.is_empty());
-        }
         let Some(predecessor) = ahead.last() else {
+            let own = own_watch.unwrap_or_else(|| {
+                NodeWatch::start(
+                    client.clone(),
+                    me.path.clone(),
+                    request.loss.clone(),
+                    OWN_WATCH_DELAY,
+                )
+            });
             return Ok(held(session, me, own, cleanup, requested_at));
         };
         if request.wait == WaitMode::Try {
-            own.releasing();
+            if let Some(own) = &own_watch {
+                own.releasing();
+            }
             // Deleted before returning, so the next acquirer never queues
             // behind us; if this fails, the armed clean-up retries.
             if session.request(client.delete(&me.path, None)).await.is_ok() {
@@ -138,9 +145,17 @@ async fn pass(
             predecessor: predecessor.name,
             second,
         };
+        let own = own_watch.take().unwrap_or_else(|| {
+            NodeWatch::start(
+                client.clone(),
+                me.path.clone(),
+                request.loss.clone(),
+                Duration::ZERO,
+            )
+        });
         match watches.wait(session, dir, ahead, &own).await? {
             Next::Hold => return Ok(held(session, me, own, cleanup, requested_at)),
-            Next::Relist => {}
+            Next::Relist => own_watch = Some(own),
         }
     }
 }
@@ -169,41 +184,24 @@ fn held(
     })
 }
 
-/// The contenders of a directory, and the child watch the listing left on
-/// it, if it was asked to.
-type Listing = (Vec<String>, Option<OneshotWatcher>);
-
 /// Creates our node (and its parent directories, as containers, when
-/// missing), listing the directory in the same round trip and, unless the
-/// lock was busy last time, leaving a child watch on it (see [`NodeWatch`]
-/// and [`crate::contended`]). After a lost reply, finds the
-/// node by its guid instead of creating a second one.
+/// missing), listing the directory in the same round trip. After a lost
+/// reply, finds the node by its guid instead of creating a second one
+/// (and returns no listing).
 async fn enter(
     session: &Session,
     dir: &str,
     guid: &str,
     owner: &[u8],
-) -> Result<(Contender, Option<Listing>), LockError> {
+) -> Result<(Contender, Option<Vec<String>>), LockError> {
     let client = session.client();
     let prefix = node_prefix(dir, guid);
     let options = CreateMode::EphemeralSequential.with_acls(session.acls());
-    // Where we had to wait last time, a child watch would fire for nothing.
-    let watch_children = !session.contended().was_contended(dir);
     let mut parent_retries = 0;
     loop {
         // Both requests are sent here, in this order, before either is awaited.
         let create = client.create(&prefix, owner, &options);
-        let listing: Pin<Box<dyn Future<Output = Result<Listing, ZkError>> + Send + '_>> =
-            if watch_children {
-                let listing = client.list_and_watch_children(dir);
-                Box::pin(async move {
-                    let (children, watch) = listing.await?;
-                    Ok((children, Some(watch)))
-                })
-            } else {
-                let listing = client.list_children(dir);
-                Box::pin(async move { Ok((listing.await?, None)) })
-            };
+        let listing = client.list_children(dir);
         let (created, listed) = tokio::join!(session.request(create), session.request(listing));
         match created {
             Ok((stat, sequence)) => {

@@ -22,7 +22,6 @@ use lock_core::{clock_drift, LockError, LossReason, LossReporter};
 use zookeeper_client::{Acls, Client, Error as ZkError, SessionState, StateWatcher};
 
 use crate::config::ZkConfig;
-use crate::contended::ContendedDirs;
 use crate::error;
 
 /// Opens the backend's session lazily and replaces it once it has ended.
@@ -63,7 +62,6 @@ pub(crate) struct Session {
     client: Client,
     config: Arc<ZkConfig>,
     registry: Arc<Registry>,
-    contended: ContendedDirs,
 }
 
 impl Session {
@@ -101,13 +99,7 @@ impl Session {
             client,
             config,
             registry,
-            contended: ContendedDirs::default(),
         })
-    }
-
-    /// Where this session's latest acquisitions had to wait.
-    pub(crate) fn contended(&self) -> &ContendedDirs {
-        &self.contended
     }
 
     /// The session's client.

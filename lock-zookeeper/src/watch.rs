@@ -1,13 +1,13 @@
 //! Watching our own contender node, so a lock removed from outside (an
 //! operator deleting the node, `force_release`) is reported lost.
 //!
-//! The watch starts as the child watch that the acquire's pipelined
-//! listing of the contenders directory left behind: it costs no request of
-//! its own, and an uncontended lock never needs another. Only when the
-//! directory changes (a waiter arrives, a node goes) does the task switch
-//! to an `exists` watch on our own node. Where the lock was busy last time,
-//! the listing leaves no child watch (it would fire for nothing, see
-//! [`crate::contended`]) and the task starts with the `exists` watch.
+//! A waiter watches its node from its first look at the queue: if the node
+//! went unnoticed, the waiter could take the lock without one. A lock taken
+//! at once watches its node only after [`crate::queue::OWN_WATCH_DELAY`]:
+//! the watch would fire on our own release, so a lock held for less costs
+//! no watch and no notification. The listing that found the lock free
+//! showed our node there; a removal after it is reported when the delayed
+//! `exists` finds the node gone.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use std::time::Duration;
 use lock_core::{LossReason, LossReporter};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use zookeeper_client::{Client, Error as ZkError, EventType, OneshotWatcher};
+use zookeeper_client::{Client, Error as ZkError, EventType};
 
 use crate::error;
 use crate::session::wait_connected;
@@ -47,16 +47,15 @@ const HOLDING: u8 = 1;
 const RELEASED: u8 = 2;
 
 impl NodeWatch {
-    /// Starts watching `path`; once [`hold`](Self::hold) is called, reports
-    /// `reporter`'s lock lost when the node disappears other than by
-    /// [`releasing`](Self::releasing). `children`
-    /// is a child watch on the node's directory set after the node was
-    /// created, if there is one.
+    /// Starts watching `path`, after `delay`; once [`hold`](Self::hold) is
+    /// called, reports `reporter`'s lock lost when the node disappears
+    /// other than by [`releasing`](Self::releasing). Until the watch is set,
+    /// a vanished node is not known: [`is_gone`](Self::is_gone) is false.
     pub(crate) fn start(
         client: Client,
         path: String,
         reporter: LossReporter,
-        children: Option<OneshotWatcher>,
+        delay: Duration,
     ) -> Self {
         let (gone_tx, gone) = watch::channel(false);
         let shared = Arc::new(Shared {
@@ -67,7 +66,7 @@ impl NodeWatch {
             client,
             path,
             reporter,
-            children,
+            delay,
             Arc::clone(&shared),
         ));
         Self { shared, gone, task }
@@ -107,25 +106,13 @@ async fn watch_node(
     client: Client,
     path: String,
     reporter: LossReporter,
-    children: Option<OneshotWatcher>,
+    delay: Duration,
     shared: Arc<Shared>,
 ) {
-    let ended = match children {
-        // Any change in the directory may be our node going: look closer,
-        // unless it is our own release (no request wasted on that).
-        Some(children) => {
-            let event = children.changed().await;
-            if shared.stage.load(Ordering::SeqCst) == RELEASED {
-                return;
-            }
-            event.event_type == EventType::Session && event.session_state.is_terminated()
-        }
-        None => false,
-    };
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     let reason = loop {
-        if ended {
-            break LossReason::SessionExpired;
-        }
         if shared.stage.load(Ordering::SeqCst) == RELEASED {
             return;
         }
