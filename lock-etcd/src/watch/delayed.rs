@@ -102,7 +102,10 @@ mod tests {
         let now = Instant::now();
         let mut delayed = Delayed::default();
         for id in 1..=3 {
-            assert_eq!(delayed.push(now + Duration::from_millis(id as u64), id, watch()), id == 1);
+            assert_eq!(
+                delayed.push(now + Duration::from_millis(id as u64), id, watch()),
+                id == 1
+            );
             assert_eq!(delayed.next_due(), Some(now + Duration::from_millis(1)));
         }
         assert!(delayed.remove(1));
