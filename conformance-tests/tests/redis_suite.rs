@@ -119,6 +119,15 @@ async fn locker_in(namespace: &str) -> distlock::Locker {
     .unwrap()
 }
 
+/// The shared server's URL with `query`, and two lockers on it, each with
+/// its own connection.
+async fn two_lockers(query: &str) -> (String, distlock::Locker, distlock::Locker) {
+    let url = conformance_tests::with_query(&shared_redis_url().await.unwrap(), query);
+    let first = distlock::connect(&url).await.unwrap();
+    let second = distlock::connect(&url).await.unwrap();
+    (url, first, second)
+}
+
 /// Puts a place for `owner` at the back of `key`'s line, as a waiter
 /// that then vanished would have left it: live until `deadline_ms`
 /// (server clock), to be handed a lease of `lease_ms`.
@@ -369,14 +378,7 @@ impl FrozenWaiter {
 async fn a_waiter_dropped_after_its_hand_off_passes_the_lock_on() {
     use std::time::Duration;
 
-    let url = conformance_tests::with_query(
-        &shared_redis_url().await.unwrap(),
-        "ttl=10s&namespace=redis-dropped-after-hand-off",
-    );
-    let (holder, next) = (
-        distlock::connect(&url).await.unwrap(),
-        distlock::connect(&url).await.unwrap(),
-    );
+    let (url, holder, next) = two_lockers("ttl=10s&namespace=redis-dropped-after-hand-off").await;
     let guard = holder.lock("k").await.unwrap();
     let frozen_waiter = FrozenWaiter::start(
         url,
@@ -436,14 +438,7 @@ async fn the_floor_probe_refuses_a_taken_key_and_leaves_it() {
 async fn a_hand_off_heard_after_its_lease_ran_out_is_not_trusted() {
     use std::time::Duration;
 
-    let url = conformance_tests::with_query(
-        &shared_redis_url().await.unwrap(),
-        "ttl=1s&namespace=redis-stale-hand-off",
-    );
-    let (holder, other) = (
-        distlock::connect(&url).await.unwrap(),
-        distlock::connect(&url).await.unwrap(),
-    );
+    let (url, holder, other) = two_lockers("ttl=1s&namespace=redis-stale-hand-off").await;
     let guard = holder.lock("k").await.unwrap();
     let (outcome_tx, outcome_rx) = tokio::sync::oneshot::channel();
     let stalled_waiter = FrozenWaiter::start(

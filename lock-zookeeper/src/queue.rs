@@ -103,6 +103,8 @@ async fn pass(
     // must know if its node goes, or it could take the lock without one),
     // delayed for a lock taken at once.
     let mut own_watch: Option<NodeWatch> = None;
+    let watch_own =
+        |delay| NodeWatch::start(client.clone(), me.path.clone(), request.loss.clone(), delay);
     let mut watches = AheadWatch::default();
     loop {
         let children = match listing.take() {
@@ -119,20 +121,10 @@ async fn pass(
             .take_while(|n| n.sequence < me.sequence)
             .collect();
         let Some(predecessor) = ahead.last() else {
-            let own = own_watch.unwrap_or_else(|| {
-                NodeWatch::start(
-                    client.clone(),
-                    me.path.clone(),
-                    request.loss.clone(),
-                    OWN_WATCH_DELAY,
-                )
-            });
+            let own = own_watch.unwrap_or_else(|| watch_own(OWN_WATCH_DELAY));
             return Ok(held(session, me, own, cleanup, requested_at));
         };
         if request.wait == WaitMode::Try {
-            if let Some(own) = &own_watch {
-                own.releasing();
-            }
             // Deleted before returning, so the next acquirer never queues
             // behind us; if this fails, the armed clean-up retries.
             if session.request(client.delete(&me.path, None)).await.is_ok() {
@@ -145,14 +137,9 @@ async fn pass(
             predecessor: predecessor.name,
             second,
         };
-        let own = own_watch.take().unwrap_or_else(|| {
-            NodeWatch::start(
-                client.clone(),
-                me.path.clone(),
-                request.loss.clone(),
-                Duration::ZERO,
-            )
-        });
+        let own = own_watch
+            .take()
+            .unwrap_or_else(|| watch_own(Duration::ZERO));
         match watches.wait(session, dir, ahead, &own).await? {
             Next::Hold => return Ok(held(session, me, own, cleanup, requested_at)),
             Next::Relist => own_watch = Some(own),
