@@ -25,6 +25,8 @@
 #   DISTLOCK_TEST_REDIS_URL      use this Redis instead of spawning redis-server
 #   DISTLOCK_TEST_ETCD_URL       use this etcd instead of spawning etcd
 #   DISTLOCK_TEST_ZK_URL         use this ZooKeeper instead of spawning one
+#   DISTLOCK_TEST_DATA_ROOT      where spawned servers keep their data (default:
+#                                /dev/shm when it has 2 GiB free, else the temp dir)
 #   DISTLOCK_TEST_SETUP_ONLY=1   check/install the tools, print the banner, and
 #                                stop before running cargo
 set -euo pipefail

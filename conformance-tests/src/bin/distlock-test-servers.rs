@@ -2,6 +2,10 @@
 //! loopback ports with temporary data dirs, through the harness the tests
 //! use, for `scripts/bench.sh` and for manual runs.
 //!
+//! Unlike the tests' servers, these keep their data on disk (in the
+//! system temp dir, or `$DISTLOCK_TEST_DATA_ROOT`), so syncs cost what
+//! they cost in a deployment.
+//!
 //! Names: `redis` (one instance), `redis-cluster` (3 masters), `redlock`
 //! (5 independent masters), `etcd` (one member, with fsync like a real
 //! deployment), `zookeeper` (standalone). The servers start in parallel;
@@ -121,6 +125,8 @@ fn shutdown_requested() -> Result<impl std::future::Future<Output = ()>, String>
 }
 
 fn main() -> ExitCode {
+    // Benchmarks must pay for the servers' disk syncs as a deployment does.
+    conformance_tests::harness::keep_data_on_disk();
     let names: Vec<String> = std::env::args().skip(1).collect();
     if names.is_empty() || names.iter().any(|n| !NAMES.contains(&n.as_str())) {
         eprintln!(

@@ -3,6 +3,8 @@
 //! - [`ServerSpec`] / [`Server`]: start a server program on free loopback
 //!   ports with a temp data dir, wait until it answers, kill, pause,
 //!   restart it; [`shared_server`] shares one per test binary.
+//! - [`data_root`]: where servers keep their data (in memory when
+//!   `/dev/shm` has room, so a nearly full disk cannot stop them).
 //! - [`spawn_child`]: fork any child process (e.g. a lock holder to
 //!   `SIGKILL`) so that it never outlives the test process;
 //!   [`pause_group`] / [`signal_group`] signal its process group.
@@ -13,6 +15,7 @@
 //! - [`eventually`]: wait for an asynchronous condition in an assertion.
 
 mod cleanup;
+pub mod data_root;
 pub mod fencing;
 pub mod ports;
 pub mod probe;
@@ -26,6 +29,7 @@ pub mod spawner;
 pub mod spec;
 pub mod wait;
 
+pub use data_root::{data_root, keep_data_on_disk};
 pub use fencing::{FencedResource, StaleToken};
 pub use ports::{free_port, free_ports};
 pub use probe::ProbeFuture;

@@ -14,7 +14,7 @@ use tokio::time::{sleep, timeout, Instant};
 
 use super::procfs::{self, PortOwner};
 use super::spec::{ServerContext, ServerSpec};
-use super::{cleanup, ports, signals, spawner};
+use super::{cleanup, data_root, ports, signals, spawner};
 
 /// How many times a start is tried with fresh ports when the server could
 /// not bind because another process took a port in the meantime.
@@ -86,7 +86,7 @@ impl Server {
         let ports = ports::free_ports(spec.port_count)?;
         let dir = tempfile::Builder::new()
             .prefix(&format!("distlock-test-{}-", spec.name))
-            .tempdir()?;
+            .tempdir_in(data_root::data_root())?;
         cleanup::track_dir(id, dir.path().to_owned());
         let data_dir = dir.path().join("data");
         std::fs::create_dir(&data_dir)?;
@@ -198,19 +198,27 @@ impl Server {
         }
     }
 
-    /// A readiness error naming the server, program and ports, with the log
-    /// tail. Also tells whether the log blames a port already in use.
+    /// A readiness error naming the server, program and ports, with the
+    /// free space left for its data, the log's lines that report a failure
+    /// (a Go panic's message comes before its long stack trace) and the
+    /// log tail. Also tells whether the log blames a port already in use.
     fn launch_error(&self, reason: &str) -> LaunchError {
         let tail = self.log_tail(LOG_LINES_IN_ERRORS);
+        let failures = read_failure_lines(&self.log_path).unwrap_or_default();
+        let free = data_root::available_bytes(self.dir.path())
+            .map_or_else(|| "unknown".to_owned(), |b| format!("{} MiB", b >> 20));
         LaunchError {
-            port_in_use: mentions_port_in_use(&tail),
+            port_in_use: mentions_port_in_use(&tail) || mentions_port_in_use(&failures),
             message: format!(
                 "test server {name:?} ({program}) on 127.0.0.1:{port} (ports {ports:?}) \
-                 failed to start: {reason}\n--- last {n} lines of {log} ---\n{tail}",
+                 failed to start: {reason}\nfree space for its data in {dir}: {free}\n\
+                 --- lines of {log} reporting a failure ---\n{failures}\n\
+                 --- last {n} lines of {log} ---\n{tail}",
                 name = self.spec.name,
                 program = self.spec.program.display(),
                 port = self.ctx.port,
                 ports = self.ctx.ports,
+                dir = self.dir.path().display(),
                 n = LOG_LINES_IN_ERRORS,
                 log = self.log_path.display(),
             ),
@@ -408,16 +416,66 @@ fn mentions_port_in_use(log: &str) -> bool {
         .any(|needle| log.contains(needle))
 }
 
-/// The last `n` lines of the file at `path`, reading at most its last
-/// 64 KiB (server logs can grow large).
-fn read_tail(path: &Path, n: usize) -> io::Result<String> {
+/// The last 64 KiB of the file at `path` (server logs can grow large),
+/// as text.
+fn read_end(path: &Path) -> io::Result<String> {
     const MAX_BYTES: u64 = 64 * 1024;
     let mut file = File::open(path)?;
     let len = file.metadata()?.len();
     file.seek(SeekFrom::Start(len.saturating_sub(MAX_BYTES)))?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
-    let text = String::from_utf8_lossy(&bytes);
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The last `n` lines of the file at `path`, from its last 64 KiB.
+fn read_tail(path: &Path, n: usize) -> io::Result<String> {
+    let text = read_end(path)?;
     let lines: Vec<&str> = text.lines().collect();
     Ok(lines[lines.len().saturating_sub(n)..].join("\n"))
+}
+
+/// Up to 10 lines of the file at `path` (from its last 64 KiB) that report
+/// a failure (see [`reports_failure`]).
+fn read_failure_lines(path: &Path) -> io::Result<String> {
+    const MAX_LINES: usize = 10;
+    let text = read_end(path)?;
+    let lines: Vec<&str> = text.lines().filter(|l| reports_failure(l)).collect();
+    Ok(lines[lines.len().saturating_sub(MAX_LINES)..].join("\n"))
+}
+
+/// Whether a server log line reports why the server failed: a Go panic
+/// (etcd), a zap log entry at error level or worse, a Java exception or
+/// error (ZooKeeper), or a Redis warning.
+fn reports_failure(line: &str) -> bool {
+    const NEEDLES: &[&str] = &[
+        "panic:",
+        "\"level\":\"error\"",
+        "\"level\":\"panic\"",
+        "\"level\":\"fatal\"",
+        "Exception",
+        "ERROR",
+        "FATAL",
+        "# ",
+        "no space left",
+    ];
+    NEEDLES.iter().any(|needle| line.contains(needle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_lines_of_each_server_are_recognised() {
+        let etcd_panic = "panic: create wal error: no space left on device";
+        let zap_panic = r#"{"level":"panic","msg":"failed to create WAL"}"#;
+        let zookeeper = "java.io.IOException: No space left on device";
+        let redis = "123:M 22 Nov 2026 10:00:00.000 # Failed opening the temp RDB file";
+        for line in [etcd_panic, zap_panic, zookeeper, redis] {
+            assert!(reports_failure(line), "{line}");
+        }
+        let goroutine = "\tgo.etcd.io/etcd/etcdserver/raft.go:513 +0x24d";
+        assert!(!reports_failure(goroutine));
+    }
 }
