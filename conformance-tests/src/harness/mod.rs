@@ -3,7 +3,7 @@
 //! - [`ServerSpec`] / [`Server`]: start a server program on free loopback
 //!   ports with a temp data dir, wait until it answers, kill, pause,
 //!   restart it; [`shared_server`] shares one per test binary.
-//! - [`data_root`]: where servers keep their data (in memory when
+//! - [`data_root()`]: where servers keep their data (in memory when
 //!   `/dev/shm` has room, so a nearly full disk cannot stop them).
 //! - [`spawn_child`]: fork any child process (e.g. a lock holder to
 //!   `SIGKILL`) so that it never outlives the test process;
