@@ -21,7 +21,8 @@
 # with temporary data directories.
 #
 # Environment:
-#   CI=true                      plain output (CARGO_TERM_COLOR=never)
+#   CI=true                      plain output (CARGO_TERM_COLOR=never), no
+#                                incremental build caches (CARGO_INCREMENTAL=0)
 #   DISTLOCK_TEST_REDIS_URL      use this Redis instead of spawning redis-server
 #   DISTLOCK_TEST_ETCD_URL       use this etcd instead of spawning etcd
 #   DISTLOCK_TEST_ZK_URL         use this ZooKeeper instead of spawning one
@@ -37,6 +38,9 @@ cd "$repo_root"
 
 if [[ "${CI:-}" == "true" ]]; then
     export CARGO_TERM_COLOR=never
+    # A one-off build gains nothing from incremental caches, which take
+    # over a GB of a machine's disk.
+    export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 fi
 
 say() { printf '[test.sh] %s\n' "$*" >&2; }
