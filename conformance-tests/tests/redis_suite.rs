@@ -157,6 +157,28 @@ async fn plant_waiter(
         .unwrap();
 }
 
+/// Key `k` in `namespace`, held by a first locker, with the place of a
+/// vanished waiter `ghost` planted in line (see [`plant_waiter`]) and a
+/// second locker's `lock("k")` queued behind it. Returns the holder, its
+/// guard and the pending lock.
+async fn held_with_ghost_and_waiter(
+    namespace: &str,
+    ghost: &str,
+    deadline_ms: u64,
+    lease_ms: u64,
+) -> (
+    distlock::Locker,
+    distlock::LockGuard,
+    tokio::task::JoinHandle<distlock::LockGuard>,
+) {
+    let (holder, waiter) = (locker_in(namespace).await, locker_in(namespace).await);
+    let guard = holder.lock("k").await.unwrap();
+    plant_waiter(&holder, "k", ghost, deadline_ms, lease_ms).await;
+    let waiting = tokio::spawn(async move { waiter.lock("k").await.unwrap() });
+    until_in_line(&holder, "k", 2).await;
+    (holder, guard, waiting)
+}
+
 /// The server's clock in milliseconds.
 async fn server_ms() -> u64 {
     let mut raw = raw_redis().await;
@@ -194,21 +216,10 @@ async fn a_release_hands_the_lock_to_the_waiter_in_line() {
 /// waiter gets the lock at the release, not after the dead one's lease.
 #[tokio::test]
 async fn a_lapsed_place_in_line_is_skipped() {
-    let (holder, waiter) = (
-        locker_in("redis-lapsed-place").await,
-        locker_in("redis-lapsed-place").await,
-    );
-    let guard = holder.lock("k").await.unwrap();
-    plant_waiter(
-        &holder,
-        "k",
-        "ghost/1/lapsed",
-        server_ms().await - 1,
-        10_000,
-    )
-    .await;
-    let waiting = tokio::spawn(async move { waiter.lock("k").await.unwrap() });
-    until_in_line(&holder, "k", 2).await;
+    let deadline_ms = server_ms().await - 1;
+    let (_holder, guard, waiting) =
+        held_with_ghost_and_waiter("redis-lapsed-place", "ghost/1/lapsed", deadline_ms, 10_000)
+            .await;
     guard.release().await.unwrap();
     let handed = tokio::time::timeout(std::time::Duration::from_secs(2), waiting)
         .await
@@ -222,22 +233,11 @@ async fn a_lapsed_place_in_line_is_skipped() {
 /// the waiter behind it gets the lock then.
 #[tokio::test]
 async fn a_vanished_waiter_handed_the_lock_holds_it_for_its_lease_only() {
-    let (holder, waiter) = (
-        locker_in("redis-vanished-waiter").await,
-        locker_in("redis-vanished-waiter").await,
-    );
-    let guard = holder.lock("k").await.unwrap();
-    plant_waiter(
-        &holder,
-        "k",
-        "ghost/2/fresh",
-        server_ms().await + 60_000,
-        1_000,
-    )
-    .await;
+    let deadline_ms = server_ms().await + 60_000;
+    let (holder, guard, waiting) =
+        held_with_ghost_and_waiter("redis-vanished-waiter", "ghost/2/fresh", deadline_ms, 1_000)
+            .await;
     let started = std::time::Instant::now();
-    let waiting = tokio::spawn(async move { waiter.lock("k").await.unwrap() });
-    until_in_line(&holder, "k", 2).await;
     guard.release().await.unwrap();
     let info = holder.inspect("k").await.unwrap().expect("handed on");
     assert_eq!(info.owner, "ghost/2/fresh");

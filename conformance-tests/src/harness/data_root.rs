@@ -32,8 +32,8 @@ static ROOT: OnceLock<PathBuf> = OnceLock::new();
 /// Chosen once per process.
 pub fn data_root() -> &'static Path {
     ROOT.get_or_init(|| {
-        if let Some(dir) = std::env::var_os(DATA_ROOT_VAR) {
-            return PathBuf::from(dir);
+        if let Some(dir) = root_from_env() {
+            return dir;
         }
         let memory = Path::new(MEMORY_ROOT);
         if available_bytes(memory).is_some_and(|free| free >= MIN_MEMORY_ROOT_BYTES) {
@@ -47,8 +47,12 @@ pub fn data_root() -> &'static Path {
 /// dir (on disk), unless `$DISTLOCK_TEST_DATA_ROOT` names another place.
 /// Has no effect once a server has started.
 pub fn keep_data_on_disk() {
-    let dir = std::env::var_os(DATA_ROOT_VAR).map_or_else(std::env::temp_dir, PathBuf::from);
-    let _ = ROOT.set(dir);
+    let _ = ROOT.set(root_from_env().unwrap_or_else(std::env::temp_dir));
+}
+
+/// The directory `$DISTLOCK_TEST_DATA_ROOT` names, if set.
+fn root_from_env() -> Option<PathBuf> {
+    std::env::var_os(DATA_ROOT_VAR).map(PathBuf::from)
 }
 
 /// Bytes available to unprivileged writers on the file system holding

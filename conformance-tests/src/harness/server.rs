@@ -203,8 +203,9 @@ impl Server {
     /// (a Go panic's message comes before its long stack trace) and the
     /// log tail. Also tells whether the log blames a port already in use.
     fn launch_error(&self, reason: &str) -> LaunchError {
-        let tail = self.log_tail(LOG_LINES_IN_ERRORS);
-        let failures = read_failure_lines(&self.log_path).unwrap_or_default();
+        let log_text = read_end(&self.log_path).unwrap_or_default();
+        let tail = last_lines(&log_text, LOG_LINES_IN_ERRORS);
+        let failures = failure_lines(&log_text);
         let free = data_root::available_bytes(self.dir.path())
             .map_or_else(|| "unknown".to_owned(), |b| format!("{} MiB", b >> 20));
         LaunchError {
@@ -430,18 +431,21 @@ fn read_end(path: &Path) -> io::Result<String> {
 
 /// The last `n` lines of the file at `path`, from its last 64 KiB.
 fn read_tail(path: &Path, n: usize) -> io::Result<String> {
-    let text = read_end(path)?;
-    let lines: Vec<&str> = text.lines().collect();
-    Ok(lines[lines.len().saturating_sub(n)..].join("\n"))
+    Ok(last_lines(&read_end(path)?, n))
 }
 
-/// Up to 10 lines of the file at `path` (from its last 64 KiB) that report
-/// a failure (see [`reports_failure`]).
-fn read_failure_lines(path: &Path) -> io::Result<String> {
+/// The last `n` lines of `text`.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// The last 10 lines of a server log's `text` that report a failure (see
+/// [`reports_failure`]).
+fn failure_lines(text: &str) -> String {
     const MAX_LINES: usize = 10;
-    let text = read_end(path)?;
     let lines: Vec<&str> = text.lines().filter(|l| reports_failure(l)).collect();
-    Ok(lines[lines.len().saturating_sub(MAX_LINES)..].join("\n"))
+    lines[lines.len().saturating_sub(MAX_LINES)..].join("\n")
 }
 
 /// Whether a server log line reports why the server failed: a Go panic
