@@ -273,17 +273,28 @@ impl ZkFactory {
         distlock::connect(&zk_url(addrs, &self.base, &query)).await
     }
 
+    /// A plain ZooKeeper session on the deployment (no chroot, no auth),
+    /// for looking at or meddling with lock nodes as an operator would.
+    pub async fn raw_client(&self) -> Result<zookeeper_client::Client, LockError> {
+        let hosts: Vec<String> = self.addrs.iter().map(ToString::to_string).collect();
+        zookeeper_client::Client::connect(&hosts.join(","))
+            .await
+            .map_err(|e| LockError::backend(format!("connect to {}", hosts.join(",")), e))
+    }
+
+    /// The contenders directory of `key` in `locker`'s namespace.
+    pub fn lock_dir(&self, locker: &Locker, key: &str) -> Result<String, LockError> {
+        Ok(lock_dir(&self.base, &locker.name(key)?))
+    }
+
     /// Deletes the node holding `key` in `locker`'s namespace, as an
     /// operator would, from a session of its own.
     pub async fn delete_holder(&self, locker: &Locker, key: &str) -> Result<(), LockError> {
-        let dir = lock_dir(&self.base, &locker.name(key)?);
-        let hosts: Vec<String> = self.addrs.iter().map(ToString::to_string).collect();
+        let dir = self.lock_dir(locker, key)?;
         let fail = |what: &str, e: zookeeper_client::Error| {
             LockError::backend(format!("take_away: {what}"), e)
         };
-        let client = zookeeper_client::Client::connect(&hosts.join(","))
-            .await
-            .map_err(|e| fail("connect", e))?;
+        let client = self.raw_client().await?;
         let children = client
             .list_children(&dir)
             .await

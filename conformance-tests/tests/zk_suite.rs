@@ -105,3 +105,121 @@ async fn a_lock_removed_from_outside_is_reported_lost_before_and_after_its_watch
         locker.lock("k").await.unwrap().release().await.unwrap();
     }
 }
+
+/// How an acquire entered the queue, and what its token is, as the server
+/// sees it.
+mod entry {
+    use super::zk_factory;
+    use conformance_tests::zookeeper::ZkFactory;
+    use distlock::lock_zookeeper::names::queue;
+    use distlock::{LockGuard, Locker};
+    use std::time::Duration;
+    use zookeeper_client::{Acl, AuthId, Client, Permission};
+
+    /// The data version of the contenders directory: the transaction that
+    /// enters a likely-free lock writes to it, a pipelined create does not.
+    async fn dir_version(raw: &Client, dir: &str) -> i32 {
+        raw.check_stat(dir)
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{dir} is missing"))
+            .version
+    }
+
+    /// Asserts that `guard`'s token is the czxid of the node at the head
+    /// of `dir`, i.e. of the lock's node.
+    async fn assert_token_is_czxid(raw: &Client, dir: &str, guard: &LockGuard) {
+        let children = raw.list_children(dir).await.unwrap();
+        let head = queue(&children).into_iter().next().expect("a holder node");
+        let stat = raw
+            .check_stat(&format!("{dir}/{}", head.name))
+            .await
+            .unwrap()
+            .expect("the holder node");
+        assert_eq!(guard.token().get(), stat.czxid.unsigned_abs());
+    }
+
+    async fn open(factory: &ZkFactory, namespace: &str) -> Locker {
+        let url = conformance_tests::with_query(
+            &factory.url(),
+            &format!("namespace={namespace}&ttl=10s"),
+        );
+        distlock::connect(&url).await.unwrap()
+    }
+
+    /// A free lock is entered by the transaction that counts the
+    /// directory's children; where the session last waited, by a create
+    /// with a pipelined listing; either way the token is the node's czxid.
+    #[tokio::test]
+    async fn a_free_lock_is_taken_in_one_transaction_and_a_busy_one_with_a_listing() {
+        let factory = zk_factory().await;
+        let (a, b) = (
+            open(&factory, "zk-entry").await,
+            open(&factory, "zk-entry").await,
+        );
+        let raw = factory.raw_client().await.unwrap();
+        let dir = factory.lock_dir(&a, "k").unwrap();
+
+        let guard = a.lock("k").await.unwrap();
+        assert_token_is_czxid(&raw, &dir, &guard).await;
+        let version = dir_version(&raw, &dir).await;
+        guard.release().await.unwrap();
+        let guard = a.lock("k").await.unwrap();
+        assert_token_is_czxid(&raw, &dir, &guard).await;
+        assert_eq!(dir_version(&raw, &dir).await, version + 1, "free lock");
+
+        // b has never waited here: it enters by the transaction, finds a
+        // ahead of it, and waits.
+        let waiter = tokio::spawn({
+            let b = b.clone();
+            async move { b.lock("k").await }
+        });
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while dir_version(&raw, &dir).await != version + 2 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the waiter's transaction");
+        guard.release().await.unwrap();
+        let guard = waiter.await.unwrap().unwrap();
+        assert_token_is_czxid(&raw, &dir, &guard).await;
+        guard.release().await.unwrap();
+
+        // b last waited here: it enters with a pipelined listing, which
+        // leaves the directory's data alone.
+        let guard = b.lock("k").await.unwrap();
+        assert_token_is_czxid(&raw, &dir, &guard).await;
+        assert_eq!(dir_version(&raw, &dir).await, version + 2, "after a wait");
+        guard.release().await.unwrap();
+        // That acquisition found the lock free: back to the transaction.
+        let guard = b.lock("k").await.unwrap();
+        assert_token_is_czxid(&raw, &dir, &guard).await;
+        assert_eq!(dir_version(&raw, &dir).await, version + 3, "free again");
+        guard.release().await.unwrap();
+    }
+
+    /// A contenders directory that lets us create and delete nodes but not
+    /// write to it (an operator's ACL) still works: the acquire enters with
+    /// a plain create instead of the transaction.
+    #[tokio::test]
+    async fn a_directory_that_refuses_writes_is_entered_with_a_plain_create() {
+        let factory = zk_factory().await;
+        let locker = open(&factory, "zk-entry-acl").await;
+        let raw = factory.raw_client().await.unwrap();
+        let dir = factory.lock_dir(&locker, "k").unwrap();
+        locker.lock("k").await.unwrap().release().await.unwrap();
+        let no_write = [Acl::new(
+            Permission::READ | Permission::CREATE | Permission::DELETE,
+            AuthId::anyone(),
+        )];
+        raw.set_acl(&dir, &no_write, None).await.unwrap();
+        let version = dir_version(&raw, &dir).await;
+        for _ in 0..2 {
+            let guard = locker.lock("k").await.unwrap();
+            assert_token_is_czxid(&raw, &dir, &guard).await;
+            guard.release().await.unwrap();
+        }
+        assert_eq!(dir_version(&raw, &dir).await, version);
+    }
+}

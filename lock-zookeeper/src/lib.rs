@@ -3,6 +3,7 @@
 mod ahead;
 mod backend;
 pub mod config;
+mod contended;
 mod error;
 mod floor;
 mod held;

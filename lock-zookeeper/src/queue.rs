@@ -1,11 +1,18 @@
 //! The lock queue: ephemeral sequential nodes, the lowest holds.
 //!
-//! An acquire creates `…/_locks/lock-<guid>-<sequence>` and, pipelined on
-//! the same session (ZooKeeper answers a session's requests in order), lists
-//! the directory: an uncontended acquire costs one round trip. The listing
-//! leaves no watch: a lock taken at once watches its own node only once it
-//! has been held for [`OWN_WATCH_DELAY`] (see [`NodeWatch`]). A waiter
-//! watches only the node just ahead of it (no herd), so waiters are served
+//! An acquire creates `…/_locks/lock-<guid>-<sequence>` in one round trip
+//! that also tells it whether it must look at the queue. Where the lock is
+//! likely free, the create is a transaction with an empty write to the
+//! directory, whose reply carries the directory's child count: a count of
+//! one means our node is alone and the lock is ours, so a free lock costs
+//! the server two requests (this and the release's delete), as a bare
+//! create and delete do. Where the session last had to wait, the create
+//! is sent with a listing of the directory pipelined behind it (ZooKeeper
+//! answers a session's requests in order), so a waiter learns its place in
+//! the same round trip (see [`crate::contended`]). A lock taken at once
+//! watches its own node only once it has been held for [`OWN_WATCH_DELAY`]
+//! (see [`NodeWatch`]). A waiter watches only the node just ahead of it
+//! (no herd), so waiters are served
 //! in sequence order (FIFO). When that node goes and it was the only one
 //! ahead, the waiter holds the lock without listing again: sequence numbers
 //! only grow, so nobody can have queued ahead of it meanwhile. Further back,
@@ -22,7 +29,9 @@ use std::time::{Duration, Instant};
 use lock_core::{
     AcquireRequest, Acquired, CleanupOnDrop, FencingToken, LockError, Renewal, WaitMode,
 };
-use zookeeper_client::{Client, CreateMode, Error as ZkError};
+use zookeeper_client::{
+    Client, CreateMode, CreateOptions, Error as ZkError, MultiWriteError, MultiWriteResult,
+};
 
 use crate::ahead::{Ahead, AheadWatch, Next};
 use crate::error::{self, outcome_unknown};
@@ -106,6 +115,7 @@ async fn pass(
     let watch_own =
         |delay| NodeWatch::start(client.clone(), me.path.clone(), request.loss.clone(), delay);
     let mut watches = AheadWatch::default();
+    let mut first_look = true;
     loop {
         let children = match listing.take() {
             Some(children) => children,
@@ -120,6 +130,9 @@ async fn pass(
             .iter()
             .take_while(|n| n.sequence < me.sequence)
             .collect();
+        if std::mem::take(&mut first_look) {
+            session.contended().record(dir, !ahead.is_empty());
+        }
         let Some(predecessor) = ahead.last() else {
             let own = own_watch.unwrap_or_else(|| watch_own(OWN_WATCH_DELAY));
             return Ok(held(session, me, own, cleanup, requested_at));
@@ -172,46 +185,146 @@ fn held(
 }
 
 /// Creates our node (and its parent directories, as containers, when
-/// missing), listing the directory in the same round trip. After a lost
-/// reply, finds the node by its guid instead of creating a second one
-/// (and returns no listing).
+/// missing). Returns the directory's listing when it came with the create:
+/// pipelined behind it where the session last had to wait, or, elsewhere,
+/// known without one because the create's transaction found our node alone.
+/// After a lost reply, finds the node by its guid instead of creating a
+/// second one (and returns no listing).
 async fn enter(
     session: &Session,
     dir: &str,
     guid: &str,
     owner: &[u8],
-) -> Result<(Contender, Option<Vec<String>>), LockError> {
-    let client = session.client();
+) -> Result<Entered, LockError> {
     let prefix = node_prefix(dir, guid);
-    let options = CreateMode::EphemeralSequential.with_acls(session.acls());
+    let mut busy = session.contended().was_contended(dir);
     let mut parent_retries = 0;
     loop {
-        // Both requests are sent here, in this order, before either is awaited.
-        let create = client.create(&prefix, owner, &options);
-        let listing = client.list_children(dir);
-        let (created, listed) = tokio::join!(session.request(create), session.request(listing));
-        match created {
-            Ok((stat, sequence)) => {
-                let me = Contender {
-                    path: format!("{prefix}{sequence}"),
-                    sequence: sequence.into_i64(),
-                    czxid: stat.czxid,
-                };
-                return Ok((me, listed.ok()));
-            }
-            Err(ZkError::NoNode) if parent_retries < MAX_PARENT_RETRIES => {
+        let node = NewNode {
+            dir,
+            prefix: &prefix,
+            owner,
+        };
+        let entered = if busy {
+            create_and_list(session, &node).await
+        } else {
+            create_and_count(session, &node).await
+        };
+        match entered {
+            Ok(entered) => return Ok(entered),
+            Err(Entry::Refused) => busy = true,
+            Err(Entry::Failed(ZkError::NoNode)) if parent_retries < MAX_PARENT_RETRIES => {
                 parent_retries += 1;
                 make_dirs(session, dir).await?;
             }
-            Err(e) if outcome_unknown(&e) => {
+            Err(Entry::Failed(e)) if outcome_unknown(&e) => {
                 session.ready().await?;
                 if let Some(me) = find_by_guid(session, dir, guid).await? {
                     return Ok((me, None));
                 }
             }
-            Err(e) => return Err(error::map(&format!("create a lock node in {dir}"), e)),
+            Err(Entry::Failed(e)) => {
+                return Err(error::map(&format!("create a lock node in {dir}"), e))
+            }
         }
     }
+}
+
+/// Our node in the queue, with the directory's listing if the create
+/// brought it.
+type Entered = (Contender, Option<Vec<String>>);
+
+/// The node an acquire creates.
+#[derive(Clone, Copy)]
+struct NewNode<'a> {
+    /// The contenders directory.
+    dir: &'a str,
+    /// The node's path up to the sequence number ZooKeeper appends.
+    prefix: &'a str,
+    /// The node's data: the lock's owner.
+    owner: &'a [u8],
+}
+
+/// How lock nodes are created: ephemeral, sequential, with the session's
+/// ACLs.
+fn node_options(session: &Session) -> CreateOptions<'static> {
+    CreateMode::EphemeralSequential.with_acls(session.acls())
+}
+
+/// Why a create did not enter the queue.
+enum Entry {
+    /// The directory refused the transaction's write to it (an ACL without
+    /// WRITE): enter with a plain create instead.
+    Refused,
+    /// The create failed.
+    Failed(ZkError),
+}
+
+/// Creates our node with the listing pipelined behind it (ZooKeeper
+/// answers a session's requests in order, so the listing includes it).
+async fn create_and_list(session: &Session, node: &NewNode<'_>) -> Result<Entered, Entry> {
+    let (client, options) = (session.client(), node_options(session));
+    let NewNode { dir, prefix, owner } = *node;
+    // Both requests are sent here, in this order, before either is awaited.
+    let create = client.create(prefix, owner, &options);
+    let listing = client.list_children(dir);
+    let (created, listed) = tokio::join!(session.request(create), session.request(listing));
+    let (stat, sequence) = created.map_err(Entry::Failed)?;
+    let me = Contender {
+        path: format!("{prefix}{sequence}"),
+        sequence: sequence.into_i64(),
+        czxid: stat.czxid,
+    };
+    Ok((me, listed.ok()))
+}
+
+/// Creates our node in one transaction with an empty write to its
+/// directory, whose reply is the directory's stat after the create: if
+/// the directory holds one child, that is our node and the lock is ours,
+/// with no listing. (All of a transaction's changes carry its zxid, so the
+/// directory's new mzxid is our node's czxid.)
+async fn create_and_count(session: &Session, node: &NewNode<'_>) -> Result<Entered, Entry> {
+    let (client, options) = (session.client(), node_options(session));
+    let NewNode { dir, prefix, owner } = *node;
+    let mut transaction = client.new_multi_writer();
+    transaction
+        .add_create(prefix, owner, &options)
+        .and_then(|()| transaction.add_set_data(dir, &[], None))
+        .map_err(Entry::Failed)?;
+    let results = match session.request(transaction.commit()).await {
+        Ok(results) => results,
+        Err(MultiWriteError::OperationFailed {
+            index: 1,
+            source: ZkError::NoAuth,
+        }) => return Err(Entry::Refused),
+        Err(e) => return Err(Entry::Failed(e.into())),
+    };
+    let (path, dir_stat) = match <[MultiWriteResult; 2]>::try_from(results) {
+        Ok([MultiWriteResult::Create { path, .. }, MultiWriteResult::SetData { stat }]) => {
+            (path, stat)
+        }
+        Ok(other) => return Err(unexpected(&format!("{other:?}"))),
+        Err(other) => return Err(unexpected(&format!("{other:?}"))),
+    };
+    let sequence = path
+        .strip_prefix(prefix)
+        .and_then(|sequence| sequence.parse().ok())
+        .ok_or_else(|| unexpected(&path))?;
+    let name = path.rsplit('/').next().unwrap_or(&path).to_owned();
+    let me = Contender {
+        sequence,
+        czxid: dir_stat.mzxid,
+        path,
+    };
+    let alone = dir_stat.num_children == 1;
+    Ok((me, alone.then(|| vec![name])))
+}
+
+/// A reply to our create transaction that is not what ZooKeeper sends.
+fn unexpected(what: &str) -> Entry {
+    Entry::Failed(ZkError::UnexpectedError(format!(
+        "unexpected reply to a lock node's create: {what}"
+    )))
 }
 
 /// Creates `dir` and its missing ancestors as container nodes, which the

@@ -22,6 +22,7 @@ use lock_core::{clock_drift, LockError, LossReason, LossReporter};
 use zookeeper_client::{Acls, Client, Error as ZkError, SessionState, StateWatcher};
 
 use crate::config::ZkConfig;
+use crate::contended::ContendedDirs;
 use crate::error;
 
 /// Opens the backend's session lazily and replaces it once it has ended.
@@ -62,6 +63,7 @@ pub(crate) struct Session {
     client: Client,
     config: Arc<ZkConfig>,
     registry: Arc<Registry>,
+    contended: ContendedDirs,
 }
 
 impl Session {
@@ -99,7 +101,13 @@ impl Session {
             client,
             config,
             registry,
+            contended: ContendedDirs::default(),
         })
+    }
+
+    /// Where this session's latest acquisitions had to wait.
+    pub(crate) fn contended(&self) -> &ContendedDirs {
+        &self.contended
     }
 
     /// The session's client.
@@ -142,14 +150,14 @@ impl Session {
 
     /// Runs one request, bounded so that a request queued while the client
     /// reconnects cannot hang a caller; a timeout counts as a lost reply.
-    pub(crate) async fn request<T>(
+    pub(crate) async fn request<T, E: From<ZkError>>(
         &self,
-        request: impl Future<Output = Result<T, ZkError>>,
-    ) -> Result<T, ZkError> {
+        request: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
         let limit = self.config.connect_timeout + self.client.session_timeout();
         tokio::time::timeout(limit, request)
             .await
-            .unwrap_or(Err(ZkError::Timeout))
+            .unwrap_or_else(|_| Err(ZkError::Timeout.into()))
     }
 
     fn state_error(&self, state: SessionState) -> LockError {
