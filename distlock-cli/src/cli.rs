@@ -158,7 +158,7 @@ pub struct BenchArgs {
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub clients: u32,
 
-    /// Keys the clients spread over (round-robin).
+    /// Keys the clients spread over (each operation picks one at random).
     #[arg(long, value_name = "K", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub keys: u32,

@@ -123,9 +123,52 @@ pub(crate) struct Counts {
     pub(crate) errors: u64,
 }
 
-/// `clients` lockers doing lock+release for `duration` on keys picked
-/// round-robin from `keys` keys.
-pub(crate) async fn throughput(
+impl Counts {
+    /// Adds the counts of a later period with the same clients.
+    fn add(&mut self, later: Counts) {
+        for (sum, done) in self.per_client.iter_mut().zip(later.per_client) {
+            *sum += done;
+        }
+        self.elapsed += later.elapsed;
+        self.errors += later.errors;
+    }
+}
+
+/// How many slices the throughput tests are cut into.
+const THROUGHPUT_SLICES: u32 = 4;
+
+/// The throughput of ours and (if the store has a probe) the floor's,
+/// measured in alternating slices of `duration` each, so that a slow
+/// stretch of the machine or the server hits both sides alike.
+pub(crate) async fn throughputs(
+    opener: &Opener,
+    clients: usize,
+    keys: usize,
+    duration: Duration,
+    with_floor: bool,
+) -> Result<(Counts, Option<Counts>), Failure> {
+    let slice = duration / THROUGHPUT_SLICES;
+    let floor_slice = |opener| async move {
+        if with_floor {
+            floor_throughput(opener, clients, keys, slice).await
+        } else {
+            Ok(None)
+        }
+    };
+    let mut ours = throughput(opener, clients, keys, slice).await?;
+    let mut floor = floor_slice(opener).await?;
+    for _ in 1..THROUGHPUT_SLICES {
+        ours.add(throughput(opener, clients, keys, slice).await?);
+        if let (Some(total), Some(counts)) = (floor.as_mut(), floor_slice(opener).await?) {
+            total.add(counts);
+        }
+    }
+    Ok((ours, floor))
+}
+
+/// `clients` lockers doing lock+release for `duration`, each on keys
+/// picked at random from `keys` keys (see [`KeyPicker`]).
+async fn throughput(
     opener: &Opener,
     clients: usize,
     keys: usize,
@@ -145,14 +188,13 @@ pub(crate) async fn throughput(
             let keys = Arc::clone(&keys);
             tokio::spawn(async move {
                 let mut done = 0u64;
-                let mut next = client;
+                let mut picker = KeyPicker::new(client, keys.len());
                 loop {
                     let now = Instant::now();
                     if now >= deadline {
                         return Ok(done);
                     }
-                    let key = &keys[next % keys.len()];
-                    next += 1;
+                    let key = &keys[picker.next()];
                     match locker
                         .lock_with(key, LockOptions::new().wait(deadline - now))
                         .await
@@ -186,7 +228,7 @@ pub(crate) async fn throughput(
 /// The floor's throughput: the same clients and keys, each client with its
 /// own probe (own connection) unless shared. Failed probe calls are
 /// counted, not fatal: a raw probe may refuse a key another client holds.
-pub(crate) async fn floor_throughput(
+async fn floor_throughput(
     opener: &Opener,
     clients: usize,
     keys: usize,
@@ -215,10 +257,9 @@ pub(crate) async fn floor_throughput(
             let names = Arc::clone(&names);
             tokio::spawn(async move {
                 let (mut done, mut errors) = (0u64, 0u64);
-                let mut next = client;
+                let mut picker = KeyPicker::new(client, names.len());
                 while Instant::now() < deadline {
-                    let name = &names[next % names.len()];
-                    next += 1;
+                    let name = &names[picker.next()];
                     match probe.lock_release_once(name).await {
                         Ok(()) => done += 1,
                         Err(_) => errors += 1,
@@ -243,6 +284,31 @@ pub(crate) async fn floor_throughput(
     }
     counts.elapsed = started.elapsed();
     Ok(Some(counts))
+}
+
+/// Picks a throughput client's keys: uniformly at random, each client from
+/// a sequence fixed by its index, so that ours and the floor run the same
+/// picks. Random picks spread the clients the way "K keys" means: any two
+/// clients meet on a key about once in K operations. (Picking round-robin
+/// from the client's index, as before, sent all clients through the same
+/// few keys in lockstep: a sliding window of about N keys, each fresh.)
+struct KeyPicker {
+    rng: fastrand::Rng,
+    keys: usize,
+}
+
+impl KeyPicker {
+    fn new(client: usize, keys: usize) -> Self {
+        Self {
+            rng: fastrand::Rng::with_seed(client as u64),
+            keys,
+        }
+    }
+
+    /// The index of the next operation's key.
+    fn next(&mut self) -> usize {
+        self.rng.usize(..self.keys)
+    }
 }
 
 /// `keys` key names for one side (`ours` or `raw`); the sides use keys of

@@ -37,15 +37,13 @@ pub(crate) async fn bench(store: &StoreUrl, args: BenchArgs) -> Result<i32, Fail
     let probe = base.floor_probe().await?;
 
     // The latency and handoff tests get a third of --duration each; the
-    // throughput tests (ours, then the floor's) get all of it.
+    // throughput tests (ours and the floor's, in alternating slices) get
+    // all of it each.
     let budget = args.duration / 3;
     let uncontended = measure::uncontended(&base, probe.as_deref(), budget).await?;
     let handoff = measure::handoff(&opener, budget).await?;
-    let ours = measure::throughput(&opener, clients, keys, args.duration).await?;
-    let floor = match &probe {
-        Some(_) => measure::floor_throughput(&opener, clients, keys, args.duration).await?,
-        None => None,
-    };
+    let (ours, floor) =
+        measure::throughputs(&opener, clients, keys, args.duration, probe.is_some()).await?;
 
     let report = BenchReport {
         backend: base.backend_name(),
