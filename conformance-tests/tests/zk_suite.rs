@@ -199,6 +199,32 @@ mod entry {
         guard.release().await.unwrap();
     }
 
+    /// A node in the contenders directory that is not a contender (put
+    /// there by hand) makes the transaction count two children; the
+    /// acquire then lists the directory, ignores the stranger, and holds.
+    #[tokio::test]
+    async fn a_stranger_in_the_directory_does_not_block_a_free_lock() {
+        let factory = zk_factory().await;
+        let locker = open(&factory, "zk-entry-stranger").await;
+        let raw = factory.raw_client().await.unwrap();
+        let dir = factory.lock_dir(&locker, "k").unwrap();
+        locker.lock("k").await.unwrap().release().await.unwrap();
+        let options = zookeeper_client::CreateMode::Persistent
+            .with_acls(zookeeper_client::Acls::anyone_all());
+        raw.create(&format!("{dir}/notes"), b"", &options)
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            let guard = tokio::time::timeout(Duration::from_secs(10), locker.lock("k"))
+                .await
+                .expect("a free lock with a stranger in its directory")
+                .unwrap();
+            assert_token_is_czxid(&raw, &dir, &guard).await;
+            guard.release().await.unwrap();
+        }
+        raw.delete(&format!("{dir}/notes"), None).await.unwrap();
+    }
+
     /// A contenders directory that lets us create and delete nodes but not
     /// write to it (an operator's ACL) still works: the acquire enters with
     /// a plain create instead of the transaction.
