@@ -65,8 +65,9 @@ throughput with --clients clients on --keys keys, with Jain's fairness index ove
 the clients. Locks live in a fresh namespace `bench-<random>`.
 
 With --hold N it measures instead what holding locks costs the client: one locker \
-takes N distinct locks and holds them for --hold-for while distlock reads its own \
-write system calls and bytes written per second (renewals, lease keepalives, \
+takes N distinct locks and, one second after the last is taken (so that work \
+following each acquisition once is not counted), holds them for --hold-for while \
+distlock reads its own write system calls and bytes written per second (renewals, lease keepalives, \
 session heartbeats, runtime wake-ups; from /proc/self/io, Linux only, n/a \
 elsewhere) and its resident memory per held lock (RSS before taking the locks and \
 at the end of the window, over N). The counters cover every write of the distlock \
