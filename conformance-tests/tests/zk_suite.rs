@@ -147,6 +147,18 @@ mod entry {
         distlock::connect(&url).await.unwrap()
     }
 
+    /// A locker in `namespace`, a raw session, and the contenders
+    /// directory of key `k`, which exists: the lock was taken and
+    /// released once.
+    async fn used_once(namespace: &str) -> (Locker, Client, String) {
+        let factory = zk_factory().await;
+        let locker = open(&factory, namespace).await;
+        let raw = factory.raw_client().await.unwrap();
+        let dir = factory.lock_dir(&locker, "k").unwrap();
+        locker.lock("k").await.unwrap().release().await.unwrap();
+        (locker, raw, dir)
+    }
+
     /// A free lock is entered by the transaction that counts the
     /// directory's children; where the session last waited, by a create
     /// with a pipelined listing; either way the token is the node's czxid.
@@ -204,11 +216,7 @@ mod entry {
     /// acquire then lists the directory, ignores the stranger, and holds.
     #[tokio::test]
     async fn a_stranger_in_the_directory_does_not_block_a_free_lock() {
-        let factory = zk_factory().await;
-        let locker = open(&factory, "zk-entry-stranger").await;
-        let raw = factory.raw_client().await.unwrap();
-        let dir = factory.lock_dir(&locker, "k").unwrap();
-        locker.lock("k").await.unwrap().release().await.unwrap();
+        let (locker, raw, dir) = used_once("zk-entry-stranger").await;
         let options = zookeeper_client::CreateMode::Persistent
             .with_acls(zookeeper_client::Acls::anyone_all());
         raw.create(&format!("{dir}/notes"), b"", &options)
@@ -230,11 +238,7 @@ mod entry {
     /// a plain create instead of the transaction.
     #[tokio::test]
     async fn a_directory_that_refuses_writes_is_entered_with_a_plain_create() {
-        let factory = zk_factory().await;
-        let locker = open(&factory, "zk-entry-acl").await;
-        let raw = factory.raw_client().await.unwrap();
-        let dir = factory.lock_dir(&locker, "k").unwrap();
-        locker.lock("k").await.unwrap().release().await.unwrap();
+        let (locker, raw, dir) = used_once("zk-entry-acl").await;
         let no_write = [Acl::new(
             Permission::READ | Permission::CREATE | Permission::DELETE,
             AuthId::anyone(),

@@ -199,12 +199,12 @@ async fn enter(
     let prefix = node_prefix(dir, guid);
     let mut busy = session.contended().was_contended(dir);
     let mut parent_retries = 0;
+    let node = NewNode {
+        dir,
+        prefix: &prefix,
+        owner,
+    };
     loop {
-        let node = NewNode {
-            dir,
-            prefix: &prefix,
-            owner,
-        };
         let entered = if busy {
             create_and_list(session, &node).await
         } else {
@@ -303,8 +303,7 @@ async fn create_and_count(session: &Session, node: &NewNode<'_>) -> Result<Enter
         Ok([MultiWriteResult::Create { path, .. }, MultiWriteResult::SetData { stat }]) => {
             (path, stat)
         }
-        Ok(other) => return Err(unexpected(&format!("{other:?}"))),
-        Err(other) => return Err(unexpected(&format!("{other:?}"))),
+        other => return Err(unexpected(&format!("{other:?}"))),
     };
     let sequence = path
         .strip_prefix(prefix)
