@@ -47,7 +47,7 @@ fn java_and_classpath() -> Result<(PathBuf, String), String> {
 fn common_config(data_dir: &Path) -> String {
     format!(
         "tickTime={tick}\ndataDir={data}\nmaxClientCnxns=0\nadmin.enableServer=false\n\
-         4lw.commands.whitelist=ruok,srvr\ninitLimit=10\nsyncLimit=5\n",
+         4lw.commands.whitelist=ruok,srvr,wchp\ninitLimit=10\nsyncLimit=5\n",
         tick = TICK.as_millis(),
         data = data_dir.display(),
     )
@@ -285,6 +285,33 @@ impl ZkFactory {
     /// The contenders directory of `key` in `locker`'s namespace.
     pub fn lock_dir(&self, locker: &Locker, key: &str) -> Result<String, LockError> {
         Ok(lock_dir(&self.base, &locker.name(key)?))
+    }
+
+    /// How many sessions watch node `path`, as the first server's `wchp`
+    /// (watches by path) reports it.
+    pub async fn watchers_of(&self, path: &str) -> Result<usize, String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = self.addrs[0];
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect to {addr}: {e}"))?;
+        stream
+            .write_all(b"wchp")
+            .await
+            .map_err(|e| format!("send wchp to {addr}: {e}"))?;
+        let mut answer = String::new();
+        stream
+            .read_to_string(&mut answer)
+            .await
+            .map_err(|e| format!("read wchp from {addr}: {e}"))?;
+        // A path on a line of its own, then one indented line per session.
+        let mut lines = answer.lines().skip_while(|line| *line != path);
+        Ok(match lines.next() {
+            Some(_) => lines
+                .take_while(|line| line.starts_with(char::is_whitespace))
+                .count(),
+            None => 0,
+        })
     }
 
     /// Deletes the node holding `key` in `locker`'s namespace, as an

@@ -253,3 +253,134 @@ mod entry {
         assert_eq!(dir_version(&raw, &dir).await, version);
     }
 }
+
+/// How a lock passes down a queue: a holder that had to wait marks its
+/// node as it deletes it, and the waiter behind it takes the lock on that
+/// mark alone, with no listing in between (see lock-zookeeper's `ahead`).
+mod handoff {
+    use super::zk_factory;
+    use distlock::lock_zookeeper::names::queue;
+    use std::time::Duration;
+    use zookeeper_client::{Acl, Acls, AuthId, Client, Permission};
+
+    const PATIENCE: Duration = Duration::from_secs(10);
+
+    async fn children(raw: &Client, dir: &str) -> Vec<String> {
+        raw.list_children(dir).await.unwrap_or_default()
+    }
+
+    /// Waits until `dir` holds `count` contenders; returns their names in
+    /// queue order.
+    async fn queued(raw: &Client, dir: &str, count: usize) -> Vec<String> {
+        tokio::time::timeout(PATIENCE, async {
+            loop {
+                let children = children(raw, dir).await;
+                let names: Vec<String> = queue(&children)
+                    .into_iter()
+                    .map(|n| n.name.to_owned())
+                    .collect();
+                if names.len() == count {
+                    return names;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{dir} never held {count} contenders"))
+    }
+
+    /// a holds, b waits behind it, c behind b. Once c watches b's node,
+    /// the directory stops letting anyone list it: a listing by c would
+    /// now fail. a releases, b takes the lock and releases it, marked, and
+    /// c must take the lock without listing.
+    #[tokio::test]
+    async fn the_waiter_behind_a_released_holder_takes_the_lock_without_listing() {
+        let factory = zk_factory().await;
+        let url = conformance_tests::with_query(&factory.url(), "namespace=zk-handoff&ttl=10s");
+        let (a, b, c) = (
+            distlock::connect(&url).await.unwrap(),
+            distlock::connect(&url).await.unwrap(),
+            distlock::connect(&url).await.unwrap(),
+        );
+        let raw = factory.raw_client().await.unwrap();
+        let dir = factory.lock_dir(&a, "k").unwrap();
+
+        let held_by_a = a.lock("k").await.unwrap();
+        let b_waits = tokio::spawn(async move { b.lock("k").await });
+        queued(&raw, &dir, 2).await;
+        let c_waits = tokio::spawn(async move { c.lock("k").await });
+        let names = queued(&raw, &dir, 3).await;
+        let b_node = format!("{dir}/{}", names[1]);
+        // b watches its own node; c, its predecessor's.
+        tokio::time::timeout(PATIENCE, async {
+            while factory.watchers_of(&b_node).await.unwrap() < 2 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("c never watched b's node");
+
+        let no_listing = [Acl::new(
+            Permission::CREATE | Permission::DELETE | Permission::WRITE | Permission::ADMIN,
+            AuthId::anyone(),
+        )];
+        raw.set_acl(&dir, &no_listing, None).await.unwrap();
+        held_by_a.release().await.unwrap();
+        let held_by_b = tokio::time::timeout(PATIENCE, b_waits)
+            .await
+            .expect("b never took the lock")
+            .unwrap()
+            .expect("b, whose predecessor was the holder, takes the lock without listing");
+        held_by_b.release().await.unwrap();
+        let held_by_c = tokio::time::timeout(PATIENCE, c_waits)
+            .await
+            .expect("c never took the lock")
+            .unwrap()
+            .expect("c takes the lock on b's marked release, without listing");
+        assert!(held_by_c.is_held());
+        raw.set_acl(&dir, Acls::anyone_all().as_ref(), None)
+            .await
+            .unwrap();
+        held_by_c.release().await.unwrap();
+    }
+
+    /// A holder that had to wait releases with a marked delete; if an
+    /// operator took WRITE away from its node meanwhile, the release still
+    /// deletes the node, unmarked, and the lock is free.
+    #[tokio::test]
+    async fn a_node_that_refuses_the_mark_is_still_released() {
+        let factory = zk_factory().await;
+        let url = conformance_tests::with_query(&factory.url(), "namespace=zk-handoff-acl&ttl=10s");
+        let (a, b) = (
+            distlock::connect(&url).await.unwrap(),
+            distlock::connect(&url).await.unwrap(),
+        );
+        let raw = factory.raw_client().await.unwrap();
+        let dir = factory.lock_dir(&a, "k").unwrap();
+
+        let held_by_a = a.lock("k").await.unwrap();
+        let b_waits = tokio::spawn({
+            let b = b.clone();
+            async move { b.lock("k").await }
+        });
+        queued(&raw, &dir, 2).await;
+        held_by_a.release().await.unwrap();
+        let held_by_b = tokio::time::timeout(PATIENCE, b_waits)
+            .await
+            .expect("b never took the lock")
+            .unwrap()
+            .unwrap();
+        let names = queued(&raw, &dir, 1).await;
+        let read_only = [Acl::new(Permission::READ, AuthId::anyone())];
+        raw.set_acl(&format!("{dir}/{}", names[0]), &read_only, None)
+            .await
+            .unwrap();
+        held_by_b.release().await.unwrap();
+        assert!(children(&raw, &dir).await.is_empty(), "b's node is gone");
+        let again = tokio::time::timeout(PATIENCE, a.try_lock("k"))
+            .await
+            .expect("a try_lock answers")
+            .unwrap();
+        assert!(again.is_some(), "the lock is free again");
+    }
+}

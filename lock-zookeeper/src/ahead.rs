@@ -1,155 +1,76 @@
-//! What a waiter watches in the queue: the node just ahead of it (its
-//! predecessor) and, while that node is not yet at the head, the node ahead
-//! of the predecessor.
+//! What a waiter watches in the queue: the node just ahead of it, its
+//! predecessor, and nothing else (no herd: a release wakes one waiter).
 //!
-//! The predecessor's deletion is what a waiter waits for. It only means
-//! "we hold the lock" if the predecessor was at the head of the queue;
-//! otherwise it may have given up while others are still ahead, and the
-//! waiter has to list the queue again. Doing that listing when the
-//! predecessor goes puts a round trip between every release and the next
-//! holder. So a waiter also watches the node two ahead: when that one goes,
-//! the predecessor has most likely just taken the lock, and the waiter
-//! lists the queue while the predecessor holds. Seeing the predecessor at
-//! the head then, the waiter holds the lock on the predecessor's deletion
-//! with no request in between.
+//! The predecessor's deletion only means "we hold the lock" if the
+//! predecessor held it. A waiter that gives up deletes its node too, while
+//! others may still be ahead; listing the queue again after every deletion
+//! would put a round trip between every release and the next holder. So a
+//! holder releases by writing its node and deleting it in one transaction
+//! (see [`crate::held`]). The write fires the waiter's watch as a data
+//! change, which only a release by the holder produces: the waiter then
+//! holds the lock with no request in between. Sequence numbers only grow,
+//! so nobody can have queued ahead of it meanwhile. A plain deletion (a
+//! waiter giving up, a session ending, a lock taken away) makes the waiter
+//! list the queue again, unless its latest listing showed the predecessor
+//! at the head: then the deletion alone leaves nobody ahead.
 //!
-//! Each node is watched by at most the two waiters right behind it, so a
-//! release still wakes one waiter, not the queue (no herd). The
-//! predecessor's watch is kept across listings that show the same
-//! predecessor, so it is set once per predecessor.
-
-use std::future::Future;
-use std::pin::Pin;
+//! Whoever may write lock nodes could fake a release this way; the ACLs
+//! lock nodes get give that right to exactly those who may delete them,
+//! including the holder's, so this trusts nobody new. Tokens stay fenced
+//! either way: the new holder's czxid is above the old one's.
 
 use lock_core::LockError;
-use zookeeper_client::{Error as ZkError, EventType, OneshotWatcher, WatchedEvent};
+use zookeeper_client::{Error as ZkError, EventType, WatchedEvent};
 
 use crate::error;
 use crate::session::Session;
 use crate::watch::NodeWatch;
 
-/// The event of a one-shot watch, kept across listings.
-type Pending = Pin<Box<dyn Future<Output = WatchedEvent> + Send>>;
-
-/// A watch on one node of the queue.
-struct Watched {
-    /// The node's name in the contenders directory.
-    name: String,
-    event: Pending,
-}
-
-impl Watched {
-    fn new(name: &str, watcher: OneshotWatcher) -> Self {
-        Self {
-            name: name.to_owned(),
-            event: Box::pin(watcher.changed()),
-        }
-    }
-}
-
-/// The nodes ahead of us in the latest listing, as [`AheadWatch::wait`]
-/// needs them.
+/// The node just ahead of us in the latest listing.
 pub(crate) struct Ahead<'a> {
-    /// The node just ahead of us.
+    /// Its name in the contenders directory.
     pub predecessor: &'a str,
-    /// The node ahead of the predecessor, if any: `None` means the
-    /// predecessor is at the head of the queue.
-    pub second: Option<&'a str>,
+    /// Whether it was at the head of the queue: then its deletion, marked
+    /// or not, leaves nobody ahead of us.
+    pub at_head: bool,
 }
 
-/// What to do after [`AheadWatch::wait`].
+/// What to do after [`wait`].
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Next {
-    /// The predecessor, at the head of the queue, is gone: the lock is ours.
+    /// The predecessor released the lock it held: the lock is ours.
     Hold,
     /// The queue changed in a way that needs a fresh listing.
     Relist,
 }
 
-/// The watches of one waiter; see the module documentation.
-#[derive(Default)]
-pub(crate) struct AheadWatch {
-    predecessor: Option<Watched>,
-    second: Option<Watched>,
-}
-
-impl AheadWatch {
-    /// Watches the nodes `ahead` names (reusing watches already set on
-    /// them) and waits until the predecessor or the node ahead of it goes,
-    /// or our own node does (`own`).
-    pub(crate) async fn wait(
-        &mut self,
-        session: &Session,
-        dir: &str,
-        ahead: Ahead<'_>,
-        own: &NodeWatch,
-    ) -> Result<Next, LockError> {
-        let client = session.client();
-        let keep = |watched: &Option<Watched>, name: Option<&str>| matches!((watched, name), (Some(w), Some(name)) if w.name == name);
-        if !keep(&self.predecessor, Some(ahead.predecessor)) {
-            self.predecessor = None;
-        }
-        if !keep(&self.second, ahead.second) {
-            self.second = None;
-        }
-        // Both watches are requested before either reply is awaited.
-        let predecessor_path = format!("{dir}/{}", ahead.predecessor);
-        let predecessor = self
-            .predecessor
-            .is_none()
-            .then(|| session.request(client.check_and_watch_stat(&predecessor_path)));
-        let second_path = ahead.second.map(|name| format!("{dir}/{name}"));
-        let second = match (&self.second, &second_path) {
-            (None, Some(path)) => Some(session.request(client.check_and_watch_stat(path))),
-            _ => None,
-        };
-        let mut gone = false;
-        if let Some(request) = predecessor {
-            match request.await {
-                Ok((Some(_), watcher)) => {
-                    self.predecessor = Some(Watched::new(ahead.predecessor, watcher));
-                }
-                Ok((None, _)) if ahead.second.is_none() => return Ok(Next::Hold),
-                Ok((None, _)) => gone = true,
-                Err(e) => return Err(error::map(&format!("watch {predecessor_path}"), e)),
-            }
-        }
-        if let (Some(request), Some(name), Some(path)) = (second, ahead.second, &second_path) {
-            match request.await {
-                Ok((Some(_), watcher)) => self.second = Some(Watched::new(name, watcher)),
-                Ok((None, _)) => gone = true,
-                Err(e) => return Err(error::map(&format!("watch {path}"), e)),
-            }
-        }
-        if gone {
-            return Ok(Next::Relist);
-        }
-        let Some(predecessor) = self.predecessor.as_mut() else {
-            return Ok(Next::Relist);
-        };
-        let second = self.second.as_mut();
-        let has_second = second.is_some();
-        let second_event = async {
-            match second {
-                Some(watched) => watched.event.as_mut().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            event = predecessor.event.as_mut() => {
-                self.predecessor = None;
-                match outcome(&event)? {
-                    Some(EventType::NodeDeleted) if ahead.second.is_none() => Ok(Next::Hold),
-                    _ => Ok(Next::Relist),
-                }
-            }
-            event = second_event, if has_second => {
-                self.second = None;
-                outcome(&event)?;
-                Ok(Next::Relist)
-            }
-            () = own.gone() => Ok(Next::Relist),
-        }
+/// Watches the node `ahead` names and waits until it changes or goes, or
+/// our own node goes (`own`); see the module documentation.
+pub(crate) async fn wait(
+    session: &Session,
+    dir: &str,
+    ahead: Ahead<'_>,
+    own: &NodeWatch,
+) -> Result<Next, LockError> {
+    let deleted = if ahead.at_head {
+        Next::Hold
+    } else {
+        Next::Relist
+    };
+    let path = format!("{dir}/{}", ahead.predecessor);
+    let client = session.client();
+    let watcher = match session.request(client.check_and_watch_stat(&path)).await {
+        Ok((Some(_), watcher)) => watcher,
+        Ok((None, _)) => return Ok(deleted),
+        Err(e) => return Err(error::map(&format!("watch {path}"), e)),
+    };
+    tokio::select! {
+        event = watcher.changed() => match outcome(&event)? {
+            Some(EventType::NodeDataChanged) => Ok(Next::Hold),
+            Some(EventType::NodeDeleted) => Ok(deleted),
+            _ => Ok(Next::Relist),
+        },
+        () = own.gone() => Ok(Next::Relist),
     }
 }
 

@@ -4,13 +4,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{async_trait, HeldLock, LockError, LossReason};
-use zookeeper_client::Error as ZkError;
+use zookeeper_client::{Error as ZkError, MultiWriteError};
 
 use crate::error::{self, outcome_unknown};
 use crate::session::Session;
 use crate::watch::NodeWatch;
 
-/// The version our node has: its data (the owner id) is never changed.
+/// The version our node has until its release: its data (the owner id)
+/// is only written by the release (see [`ZkHeld::marked_delete`]).
 const NODE_VERSION: i32 = 0;
 
 /// Keeps the session (and so the node) alive while the guard lives; the
@@ -20,14 +21,23 @@ pub(crate) struct ZkHeld {
     session: Arc<Session>,
     path: String,
     watch: NodeWatch,
+    /// Whether the release marks the node before deleting it: only a
+    /// lock that had to wait does. Whoever queued behind a lock found free
+    /// at once almost always saw it at the head of the queue, so its plain
+    /// deletion already tells them that they are next; in the rare case it
+    /// does not, it costs them a listing. Either way is safe.
+    marked: bool,
 }
 
 impl ZkHeld {
-    pub(crate) fn new(session: Arc<Session>, path: String, watch: NodeWatch) -> Self {
+    /// The lock held through node `path`; `waited` says whether it had to
+    /// wait behind others (see [`ZkHeld::marked`]).
+    pub(crate) fn new(session: Arc<Session>, path: String, watch: NodeWatch, waited: bool) -> Self {
         Self {
             session,
             path,
             watch,
+            marked: waited,
         }
     }
 
@@ -64,20 +74,28 @@ impl HeldLock for ZkHeld {
         }
     }
 
-    /// Deletes our node, only in the version we created, which wakes the
-    /// next waiter. A node already gone means the lock was not ours any
-    /// more: [`LockError::Lost`].
+    /// Deletes our node, which wakes the next waiter: after a wait, marked
+    /// released in the same transaction (see [`crate::ahead`]). A node
+    /// already gone means the lock was not ours any more:
+    /// [`LockError::Lost`].
     async fn release(&self) -> Result<(), LockError> {
         self.watch.releasing();
-        let client = self.session.client();
+        let mut marked = self.marked;
         let mut retried = false;
         loop {
-            match self
-                .session
-                .request(client.delete(&self.path, Some(NODE_VERSION)))
-                .await
-            {
+            let deleted = if marked {
+                self.session.request(self.marked_delete()).await
+            } else {
+                self.session
+                    .request(self.session.client().delete(&self.path, Some(NODE_VERSION)))
+                    .await
+            };
+            match deleted {
                 Ok(()) => return Ok(()),
+                // Our node refuses writes (an operator changed its ACL): a
+                // plain delete wakes the next waiter all the same, which
+                // then lists the queue.
+                Err(ZkError::NoAuth) if marked => marked = false,
                 // Our first delete was applied; its reply was lost.
                 Err(ZkError::NoNode) if retried => return Ok(()),
                 Err(ZkError::NoNode | ZkError::BadVersion) => {
@@ -92,6 +110,24 @@ impl HeldLock for ZkHeld {
                 }
                 Err(e) => return Err(error::map(&format!("delete {}", self.path), e)),
             }
+        }
+    }
+}
+
+impl ZkHeld {
+    /// One transaction that writes our node (in the version we created;
+    /// its data, the owner id, is never changed otherwise) and deletes it.
+    /// The write fires the watch of the waiter behind us as a data change,
+    /// which tells it that we held the lock; a node deleted without it was
+    /// a waiter giving up, or a lock taken away.
+    async fn marked_delete(&self) -> Result<(), ZkError> {
+        let mut transaction = self.session.client().new_multi_writer();
+        transaction.add_set_data(&self.path, &[], Some(NODE_VERSION))?;
+        transaction.add_delete(&self.path, Some(NODE_VERSION + 1))?;
+        match transaction.commit().await {
+            Ok(_) => Ok(()),
+            Err(MultiWriteError::OperationFailed { source, .. }) => Err(source),
+            Err(MultiWriteError::RequestFailed { source }) => Err(source),
         }
     }
 }

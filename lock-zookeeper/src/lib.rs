@@ -4,6 +4,7 @@ mod ahead;
 mod backend;
 pub mod config;
 mod contended;
+mod delayed;
 mod error;
 mod floor;
 mod held;

@@ -10,21 +10,19 @@
 //! is sent with a listing of the directory pipelined behind it (ZooKeeper
 //! answers a session's requests in order), so a waiter learns its place in
 //! the same round trip (see [`crate::contended`]). A lock taken at once
-//! watches its own node only once it has been held for [`OWN_WATCH_DELAY`]
+//! watches its own node only once it has been held for
+//! [`OWN_WATCH_DELAY`](crate::delayed::OWN_WATCH_DELAY)
 //! (see [`NodeWatch`]). A waiter watches only the node just ahead of it
-//! (no herd), so waiters are served
-//! in sequence order (FIFO). When that node goes and it was the only one
-//! ahead, the waiter holds the lock without listing again: sequence numbers
-//! only grow, so nobody can have queued ahead of it meanwhile. Further back,
-//! a waiter also watches the node two ahead and lists the queue again when
-//! that one goes, so that by the time its predecessor releases, it knows
-//! the predecessor was the only one ahead (see [`crate::ahead`]).
+//! (no herd), so waiters are served in sequence order (FIFO). A holder's
+//! release marks its node as it deletes it, so the waiter behind it holds
+//! the lock without listing again; a node deleted unmarked (a waiter
+//! giving up) makes it list the queue (see [`crate::ahead`]).
 //!
 //! Cancel-safety: until the acquire returns, a [`CleanupOnDrop`] deletes
 //! the node — found by its guid while the create's reply is outstanding.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use lock_core::{
     AcquireRequest, Acquired, CleanupOnDrop, FencingToken, LockError, Renewal, WaitMode,
@@ -33,7 +31,8 @@ use zookeeper_client::{
     Client, CreateMode, CreateOptions, Error as ZkError, MultiWriteError, MultiWriteResult,
 };
 
-use crate::ahead::{Ahead, AheadWatch, Next};
+use crate::ahead::{self, Ahead, Next};
+use crate::delayed;
 use crate::error::{self, outcome_unknown};
 use crate::held::ZkHeld;
 use crate::names::{node_prefix, queue};
@@ -45,13 +44,6 @@ use crate::watch::NodeWatch;
 const MAX_RESTARTS: usize = 3;
 /// How often a create is retried after its parent directory vanished.
 const MAX_PARENT_RETRIES: usize = 5;
-/// How long a lock taken at once is held before it watches its own node.
-/// Most locks are held for less: they then cost the server no watch and
-/// no notification (the watch would fire on our own release), which on
-/// 1,000 keys, where the server is the bottleneck, is one packet in seven.
-/// A removal from outside meanwhile is still reported, at most this much
-/// plus a round trip late.
-pub(crate) const OWN_WATCH_DELAY: Duration = Duration::from_millis(100);
 
 /// Our node in the queue.
 #[derive(Debug)]
@@ -112,10 +104,16 @@ async fn pass(
     // must know if its node goes, or it could take the lock without one),
     // delayed for a lock taken at once.
     let mut own_watch: Option<NodeWatch> = None;
-    let watch_own =
-        |delay| NodeWatch::start(client.clone(), me.path.clone(), request.loss.clone(), delay);
-    let mut watches = AheadWatch::default();
+    let watch_own = |now: bool| {
+        let (path, loss) = (me.path.clone(), request.loss.clone());
+        if now {
+            NodeWatch::start(client, path, loss)
+        } else {
+            delayed::watch_later(session, path, loss)
+        }
+    };
     let mut first_look = true;
+    let mut waited = false;
     loop {
         let children = match listing.take() {
             Some(children) => children,
@@ -134,9 +132,10 @@ async fn pass(
             session.contended().record(dir, !ahead.is_empty());
         }
         let Some(predecessor) = ahead.last() else {
-            let own = own_watch.unwrap_or_else(|| watch_own(OWN_WATCH_DELAY));
-            return Ok(held(session, me, own, cleanup, requested_at));
+            let own = own_watch.unwrap_or_else(|| watch_own(false));
+            return Ok(held(session, me, own, cleanup, requested_at, waited));
         };
+        waited = true;
         if request.wait == WaitMode::Try {
             // Deleted before returning, so the next acquirer never queues
             // behind us; if this fails, the armed clean-up retries.
@@ -145,16 +144,13 @@ async fn pass(
             }
             return Ok(Pass::NotAcquired);
         }
-        let second = ahead.len().checked_sub(2).map(|i| ahead[i].name);
         let ahead = Ahead {
             predecessor: predecessor.name,
-            second,
+            at_head: ahead.len() == 1,
         };
-        let own = own_watch
-            .take()
-            .unwrap_or_else(|| watch_own(Duration::ZERO));
-        match watches.wait(session, dir, ahead, &own).await? {
-            Next::Hold => return Ok(held(session, me, own, cleanup, requested_at)),
+        let own = own_watch.take().unwrap_or_else(|| watch_own(true));
+        match ahead::wait(session, dir, ahead, &own).await? {
+            Next::Hold => return Ok(held(session, me, own, cleanup, requested_at, true)),
             Next::Relist => own_watch = Some(own),
         }
     }
@@ -168,6 +164,7 @@ fn held(
     own: NodeWatch,
     cleanup: CleanupOnDrop,
     requested_at: Instant,
+    waited: bool,
 ) -> Pass {
     cleanup.disarm();
     if !own.hold() {
@@ -180,7 +177,7 @@ fn held(
         token: FencingToken::new(me.czxid.unsigned_abs()),
         requested_at,
         renewal: Renewal::Managed,
-        held: Box::new(ZkHeld::new(Arc::clone(session), me.path, own)),
+        held: Box::new(ZkHeld::new(Arc::clone(session), me.path, own, waited)),
     })
 }
 

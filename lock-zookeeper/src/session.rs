@@ -23,6 +23,7 @@ use zookeeper_client::{Acls, Client, Error as ZkError, SessionState, StateWatche
 
 use crate::config::ZkConfig;
 use crate::contended::ContendedDirs;
+use crate::delayed::DelayedWatches;
 use crate::error;
 
 /// Opens the backend's session lazily and replaces it once it has ended.
@@ -64,6 +65,7 @@ pub(crate) struct Session {
     config: Arc<ZkConfig>,
     registry: Arc<Registry>,
     contended: ContendedDirs,
+    delayed_watches: DelayedWatches,
 }
 
 impl Session {
@@ -102,12 +104,18 @@ impl Session {
             config,
             registry,
             contended: ContendedDirs::default(),
+            delayed_watches: DelayedWatches::default(),
         })
     }
 
     /// Where this session's latest acquisitions had to wait.
     pub(crate) fn contended(&self) -> &ContendedDirs {
         &self.contended
+    }
+
+    /// The own-node watches this session has yet to start.
+    pub(crate) fn delayed_watches(&self) -> &DelayedWatches {
+        &self.delayed_watches
     }
 
     /// The session's client.

@@ -3,19 +3,20 @@
 //!
 //! A waiter watches its node from its first look at the queue: if the node
 //! went unnoticed, the waiter could take the lock without one. A lock taken
-//! at once watches its node only after [`crate::queue::OWN_WATCH_DELAY`]:
-//! the watch would fire on our own release, so a lock held for less costs
-//! no watch and no notification. The listing that found the lock free
-//! showed our node there; a removal after it is reported when the delayed
-//! `exists` finds the node gone.
+//! at once watches its node only after [`crate::delayed::OWN_WATCH_DELAY`]
+//! (set by the session's [`crate::delayed::DelayedWatches`], so a short
+//! hold spawns no task): the watch would fire on our own release, so a
+//! lock held for less costs no watch and no notification. The listing that
+//! found the lock free showed our node there; a removal after it is
+//! reported when the delayed `exists` finds the node gone.
 
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use lock_core::{LossReason, LossReporter};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::task::AbortHandle;
 use zookeeper_client::{Client, Error as ZkError, EventType};
 
 use crate::error;
@@ -24,22 +25,38 @@ use crate::session::wait_connected;
 /// How long the watch task waits for a lost connection before trying again.
 const RECONNECT_WAIT: Duration = Duration::from_secs(1);
 
-/// A task watching one contender node until it is deleted or its session
-/// ends. Aborted on drop.
+/// A watch on one contender node until it is deleted or its session ends:
+/// a task, started at once or later (see [`NodeWatch::later`]), aborted
+/// when this is dropped.
 #[derive(Debug)]
 pub(crate) struct NodeWatch {
     shared: Arc<Shared>,
     gone: watch::Receiver<bool>,
-    task: JoinHandle<()>,
 }
 
+/// What a [`NodeWatch`] and its task share.
 #[derive(Debug)]
-struct Shared {
+pub(crate) struct Shared {
+    /// The watched node.
+    path: String,
+    /// Told when the node vanishes while holding.
+    reporter: LossReporter,
     /// [`QUEUED`], [`HOLDING`] or [`RELEASED`]: only a node that vanishes
     /// while holding is a loss (while queued, the acquire sees it and queues
     /// again; once released, we deleted it ourselves).
     stage: AtomicU8,
     gone: watch::Sender<bool>,
+    task: Mutex<Task>,
+}
+
+/// The watch task's life.
+#[derive(Debug)]
+enum Task {
+    /// Not started yet (a delayed watch).
+    Pending,
+    Running(AbortHandle),
+    /// The [`NodeWatch`] was dropped: never start.
+    Stopped,
 }
 
 const QUEUED: u8 = 0;
@@ -47,29 +64,32 @@ const HOLDING: u8 = 1;
 const RELEASED: u8 = 2;
 
 impl NodeWatch {
-    /// Starts watching `path`, after `delay`; once [`hold`](Self::hold) is
-    /// called, reports `reporter`'s lock lost when the node disappears
-    /// other than by [`releasing`](Self::releasing). Until the watch is set,
-    /// a vanished node is not known: [`is_gone`](Self::is_gone) is false.
-    pub(crate) fn start(
-        client: Client,
-        path: String,
-        reporter: LossReporter,
-        delay: Duration,
-    ) -> Self {
+    /// Starts watching `path` now; once [`hold`](Self::hold) is called,
+    /// reports `reporter`'s lock lost when the node disappears other than
+    /// by [`releasing`](Self::releasing).
+    pub(crate) fn start(client: &Client, path: String, reporter: LossReporter) -> Self {
+        let (watch, shared) = Self::later(path, reporter);
+        shared.start(client);
+        watch
+    }
+
+    /// Like [`start`](Self::start), but the watch starts only when
+    /// [`Shared::start`] is called on the returned handle. Until then, a
+    /// vanished node is not known: [`is_gone`](Self::is_gone) is false.
+    pub(crate) fn later(path: String, reporter: LossReporter) -> (Self, Arc<Shared>) {
         let (gone_tx, gone) = watch::channel(false);
         let shared = Arc::new(Shared {
-            stage: AtomicU8::new(QUEUED),
-            gone: gone_tx,
-        });
-        let task = tokio::spawn(watch_node(
-            client,
             path,
             reporter,
-            delay,
-            Arc::clone(&shared),
-        ));
-        Self { shared, gone, task }
+            stage: AtomicU8::new(QUEUED),
+            gone: gone_tx,
+            task: Mutex::new(Task::Pending),
+        });
+        let watch = Self {
+            shared: Arc::clone(&shared),
+            gone,
+        };
+        (watch, shared)
     }
 
     /// The node now holds the lock: report it lost if it vanishes. False if
@@ -98,25 +118,41 @@ impl NodeWatch {
 
 impl Drop for NodeWatch {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Task::Running(task) = std::mem::replace(&mut *self.shared.task(), Task::Stopped) {
+            task.abort();
+        }
     }
 }
 
-async fn watch_node(
-    client: Client,
-    path: String,
-    reporter: LossReporter,
-    delay: Duration,
-    shared: Arc<Shared>,
-) {
-    if !delay.is_zero() {
-        tokio::time::sleep(delay).await;
+impl Shared {
+    fn task(&self) -> MutexGuard<'_, Task> {
+        // Every change to the slot is a single assignment.
+        self.task
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+
+    /// Starts the watch task on `client`, unless the lock was released or
+    /// its [`NodeWatch`] dropped meanwhile, or it already runs.
+    pub(crate) fn start(self: &Arc<Self>, client: &Client) {
+        if self.stage.load(Ordering::SeqCst) == RELEASED {
+            return;
+        }
+        let mut task = self.task();
+        if matches!(*task, Task::Pending) {
+            let handle = tokio::spawn(watch_node(client.clone(), Arc::clone(self)));
+            *task = Task::Running(handle.abort_handle());
+        }
+    }
+}
+
+async fn watch_node(client: Client, shared: Arc<Shared>) {
+    let path = &shared.path;
     let reason = loop {
         if shared.stage.load(Ordering::SeqCst) == RELEASED {
             return;
         }
-        match client.check_and_watch_stat(&path).await {
+        match client.check_and_watch_stat(path).await {
             Ok((None, _)) => break LossReason::TakenAway,
             Ok((Some(_), watcher)) => {
                 let event = watcher.changed().await;
@@ -150,6 +186,6 @@ async fn watch_node(
     // reads `gone`, so one of the two sides always sees the other.
     shared.gone.send_replace(true);
     if shared.stage.load(Ordering::SeqCst) == HOLDING {
-        reporter.report(reason);
+        shared.reporter.report(reason);
     }
 }
