@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use lock_core::LossReporter;
+use tokio::task::JoinHandle;
 
 use crate::session::Session;
 use crate::watch::{NodeWatch, Shared};
@@ -39,8 +40,10 @@ pub(crate) struct DelayedWatches {
 #[derive(Debug, Default)]
 struct Queue {
     due: VecDeque<(Instant, Arc<Shared>)>,
-    /// Whether a task is starting the watches in `due`.
-    draining: bool,
+    /// The task starting the watches in `due`, if one runs. It may have
+    /// died with the runtime it ran on (a locker used from several
+    /// runtimes): then the next lock starts another.
+    drainer: Option<JoinHandle<()>>,
 }
 
 fn lock(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
@@ -63,9 +66,12 @@ pub(crate) fn watch_later(
     pending
         .due
         .push_back((Instant::now() + OWN_WATCH_DELAY, shared));
-    if !pending.draining {
-        pending.draining = true;
-        tokio::spawn(drain(Arc::clone(queue), Arc::downgrade(session)));
+    let running = matches!(&pending.drainer, Some(task) if !task.is_finished());
+    if !running {
+        pending.drainer = Some(tokio::spawn(drain(
+            Arc::clone(queue),
+            Arc::downgrade(session),
+        )));
     }
     watch
 }
@@ -79,7 +85,7 @@ async fn drain(queue: Arc<Mutex<Queue>>, session: Weak<Session>) {
             match pending.due.front() {
                 Some((due, _)) => *due,
                 None => {
-                    pending.draining = false;
+                    pending.drainer = None;
                     return;
                 }
             }
@@ -99,7 +105,7 @@ async fn drain(queue: Arc<Mutex<Queue>>, session: Weak<Session>) {
         let Some(session) = session.upgrade() else {
             let mut pending = lock(&queue);
             pending.due.clear();
-            pending.draining = false;
+            pending.drainer = None;
             return;
         };
         for shared in due {
