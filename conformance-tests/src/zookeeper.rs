@@ -17,7 +17,7 @@ use distlock::conformance::{CaseSettings, LockerFactory, Outage};
 use distlock::lock_zookeeper::names::{lock_dir, queue};
 use distlock::{async_trait, LockError, Locker};
 
-use crate::harness::probe::tcp_request;
+use crate::harness::probe::{tcp_answer, tcp_request};
 use crate::harness::{
     env_override, find_program, free_ports, install_hint, shared_server, Server, ServerSpec,
     ZK_URL_VAR,
@@ -290,28 +290,14 @@ impl ZkFactory {
     /// How many sessions watch node `path`, as the first server's `wchp`
     /// (watches by path) reports it.
     pub async fn watchers_of(&self, path: &str) -> Result<usize, String> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let addr = self.addrs[0];
-        let mut stream = tokio::net::TcpStream::connect(addr)
-            .await
-            .map_err(|e| format!("connect to {addr}: {e}"))?;
-        stream
-            .write_all(b"wchp")
-            .await
-            .map_err(|e| format!("send wchp to {addr}: {e}"))?;
-        let mut answer = String::new();
-        stream
-            .read_to_string(&mut answer)
-            .await
-            .map_err(|e| format!("read wchp from {addr}: {e}"))?;
+        let answer = tcp_answer(self.addrs[0], b"wchp").await?;
         // A path on a line of its own, then one indented line per session.
-        let mut lines = answer.lines().skip_while(|line| *line != path);
-        Ok(match lines.next() {
-            Some(_) => lines
-                .take_while(|line| line.starts_with(char::is_whitespace))
-                .count(),
-            None => 0,
-        })
+        Ok(answer
+            .lines()
+            .skip_while(|line| *line != path)
+            .skip(1)
+            .take_while(|line| line.starts_with(char::is_whitespace))
+            .count())
     }
 
     /// Deletes the node holding `key` in `locker`'s namespace, as an

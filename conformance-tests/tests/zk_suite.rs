@@ -110,6 +110,7 @@ async fn a_lock_removed_from_outside_is_reported_lost_before_and_after_its_watch
 /// sees it.
 mod entry {
     use super::zk_factory;
+    use conformance_tests::harness::eventually;
     use conformance_tests::zookeeper::ZkFactory;
     use distlock::lock_zookeeper::names::queue;
     use distlock::{LockGuard, Locker};
@@ -186,13 +187,13 @@ mod entry {
             let b = b.clone();
             async move { b.lock("k").await }
         });
-        tokio::time::timeout(Duration::from_secs(10), async {
-            while dir_version(&raw, &dir).await != version + 2 {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
+        eventually(
+            Duration::from_secs(10),
+            "the waiter's transaction",
+            || async { dir_version(&raw, &dir).await == version + 2 },
+        )
         .await
-        .expect("the waiter's transaction");
+        .unwrap();
         guard.release().await.unwrap();
         let guard = waiter.await.unwrap().unwrap();
         assert_token_is_czxid(&raw, &dir, &guard).await;
@@ -259,8 +260,11 @@ mod entry {
 /// mark alone, with no listing in between (see lock-zookeeper's `ahead`).
 mod handoff {
     use super::zk_factory;
+    use conformance_tests::harness::eventually;
     use distlock::lock_zookeeper::names::queue;
+    use distlock::{LockError, LockGuard};
     use std::time::Duration;
+    use tokio::task::JoinHandle;
     use zookeeper_client::{Acl, Acls, AuthId, Client, Permission};
 
     const PATIENCE: Duration = Duration::from_secs(10);
@@ -272,21 +276,26 @@ mod handoff {
     /// Waits until `dir` holds `count` contenders; returns their names in
     /// queue order.
     async fn queued(raw: &Client, dir: &str, count: usize) -> Vec<String> {
-        tokio::time::timeout(PATIENCE, async {
-            loop {
-                let children = children(raw, dir).await;
-                let names: Vec<String> = queue(&children)
-                    .into_iter()
-                    .map(|n| n.name.to_owned())
-                    .collect();
-                if names.len() == count {
-                    return names;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+        let what = format!("{count} contenders in {dir}");
+        eventually(PATIENCE, &what, || async {
+            let children = children(raw, dir).await;
+            let names: Vec<String> = queue(&children)
+                .into_iter()
+                .map(|n| n.name.to_owned())
+                .collect();
+            (names.len() == count).then_some(names)
         })
         .await
-        .unwrap_or_else(|_| panic!("{dir} never held {count} contenders"))
+        .unwrap()
+    }
+
+    /// The guard a spawned `lock()` of `who` returns, within [`PATIENCE`].
+    async fn taken(waiting: JoinHandle<Result<LockGuard, LockError>>, who: &str) -> LockGuard {
+        tokio::time::timeout(PATIENCE, waiting)
+            .await
+            .unwrap_or_else(|_| panic!("{who} never took the lock"))
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{who} failed to take the lock: {e}"))
     }
 
     /// a holds, b waits behind it, c behind b. Once c watches b's node,
@@ -311,14 +320,16 @@ mod handoff {
         let c_waits = tokio::spawn(async move { c.lock("k").await });
         let names = queued(&raw, &dir, 3).await;
         let b_node = format!("{dir}/{}", names[1]);
-        // b watches its own node; c, its predecessor's.
-        tokio::time::timeout(PATIENCE, async {
-            while factory.watchers_of(&b_node).await.unwrap() < 2 {
-                tokio::time::sleep(Duration::from_millis(10)).await;
+        eventually(PATIENCE, "c to watch b's node", || async {
+            let watchers = factory.watchers_of(&b_node).await?;
+            // b watches its own node; c, its predecessor's.
+            match watchers {
+                2.. => Ok(()),
+                _ => Err(format!("{watchers} sessions watch it")),
             }
         })
         .await
-        .expect("c never watched b's node");
+        .unwrap();
 
         let no_listing = [Acl::new(
             Permission::CREATE | Permission::DELETE | Permission::WRITE | Permission::ADMIN,
@@ -326,17 +337,11 @@ mod handoff {
         )];
         raw.set_acl(&dir, &no_listing, None).await.unwrap();
         held_by_a.release().await.unwrap();
-        let held_by_b = tokio::time::timeout(PATIENCE, b_waits)
-            .await
-            .expect("b never took the lock")
-            .unwrap()
-            .expect("b, whose predecessor was the holder, takes the lock without listing");
+        // b's predecessor was the holder: b takes the lock without listing.
+        let held_by_b = taken(b_waits, "b").await;
         held_by_b.release().await.unwrap();
-        let held_by_c = tokio::time::timeout(PATIENCE, c_waits)
-            .await
-            .expect("c never took the lock")
-            .unwrap()
-            .expect("c takes the lock on b's marked release, without listing");
+        // c takes it on b's marked release, without listing.
+        let held_by_c = taken(c_waits, "c").await;
         assert!(held_by_c.is_held());
         raw.set_acl(&dir, Acls::anyone_all().as_ref(), None)
             .await
@@ -359,17 +364,10 @@ mod handoff {
         let dir = factory.lock_dir(&a, "k").unwrap();
 
         let held_by_a = a.lock("k").await.unwrap();
-        let b_waits = tokio::spawn({
-            let b = b.clone();
-            async move { b.lock("k").await }
-        });
+        let b_waits = tokio::spawn(async move { b.lock("k").await });
         queued(&raw, &dir, 2).await;
         held_by_a.release().await.unwrap();
-        let held_by_b = tokio::time::timeout(PATIENCE, b_waits)
-            .await
-            .expect("b never took the lock")
-            .unwrap()
-            .unwrap();
+        let held_by_b = taken(b_waits, "b").await;
         let names = queued(&raw, &dir, 1).await;
         let read_only = [Acl::new(Permission::READ, AuthId::anyone())];
         raw.set_acl(&format!("{dir}/{}", names[0]), &read_only, None)

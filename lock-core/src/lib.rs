@@ -39,6 +39,7 @@
 mod backend;
 mod backoff;
 mod credentials;
+mod due_queue;
 mod early_renewal;
 mod error;
 mod guard;
@@ -64,6 +65,7 @@ pub use backend::{
 };
 pub use backoff::{Backoff, Delays};
 pub use credentials::{Secret, UrlCredentials};
+pub use due_queue::DueQueue;
 pub use error::{BoxError, LockError, Result};
 pub use guard::LockGuard;
 pub use key::{LockKey, LockName, Namespace, DEFAULT_NAMESPACE, MAX_KEY_LEN, MAX_NAMESPACE_LEN};

@@ -7,13 +7,15 @@
 //! lock and release, about 4 % of the time. Instead the watch is queued
 //! here, and one task per session, spawned when the queue gets its first
 //! entry and ending when it empties, starts the watches as they come due.
+//! Watches of locks released before then are dropped without a wake-up
+//! (see [`DueQueue`]).
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use lock_core::LossReporter;
+use lock_core::{DueQueue, LossReporter};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::session::Session;
 use crate::watch::{NodeWatch, Shared};
@@ -30,8 +32,7 @@ pub(crate) const OWN_WATCH_DELAY: Duration = Duration::from_millis(100);
 /// together, so the task wakes at most this often.
 const BATCH: Duration = Duration::from_millis(10);
 
-/// The watches a session has yet to start, oldest first (all wait the
-/// same delay, so that is also the order they come due).
+/// The watches a session has yet to start.
 #[derive(Debug, Default)]
 pub(crate) struct DelayedWatches {
     queue: Arc<Mutex<Queue>>,
@@ -39,7 +40,7 @@ pub(crate) struct DelayedWatches {
 
 #[derive(Debug, Default)]
 struct Queue {
-    due: VecDeque<(Instant, Arc<Shared>)>,
+    due: DueQueue<Arc<Shared>>,
     /// The task starting the watches in `due`, if one runs. It may have
     /// died with the runtime it ran on (a locker used from several
     /// runtimes): then the next lock starts another.
@@ -63,9 +64,7 @@ pub(crate) fn watch_later(
     let (watch, shared) = NodeWatch::later(path, reporter);
     let queue = &session.delayed_watches().queue;
     let mut pending = lock(queue);
-    pending
-        .due
-        .push_back((Instant::now() + OWN_WATCH_DELAY, shared));
+    pending.due.push(Instant::now() + OWN_WATCH_DELAY, shared);
     let running = matches!(&pending.drainer, Some(task) if !task.is_finished());
     if !running {
         pending.drainer = Some(tokio::spawn(drain(
@@ -82,26 +81,16 @@ async fn drain(queue: Arc<Mutex<Queue>>, session: Weak<Session>) {
     loop {
         let next = {
             let mut pending = lock(&queue);
-            match pending.due.front() {
-                Some((due, _)) => *due,
+            match pending.due.next_due(|shared| shared.is_pending()) {
+                Some(next) => next,
                 None => {
                     pending.drainer = None;
                     return;
                 }
             }
         };
-        tokio::time::sleep_until(next.into()).await;
-        let horizon = Instant::now() + BATCH;
-        let mut due = Vec::new();
-        {
-            let mut pending = lock(&queue);
-            while let Some((at, _)) = pending.due.front() {
-                if *at > horizon {
-                    break;
-                }
-                due.extend(pending.due.pop_front().map(|(_, shared)| shared));
-            }
-        }
+        tokio::time::sleep_until(next).await;
+        let due = lock(&queue).due.take_due(Instant::now() + BATCH);
         let Some(session) = session.upgrade() else {
             let mut pending = lock(&queue);
             pending.due.clear();

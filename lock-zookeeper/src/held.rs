@@ -4,14 +4,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{async_trait, HeldLock, LockError, LossReason};
-use zookeeper_client::{Error as ZkError, MultiWriteError};
+use zookeeper_client::Error as ZkError;
 
 use crate::error::{self, outcome_unknown};
 use crate::session::Session;
 use crate::watch::NodeWatch;
 
 /// The version our node has until its release: its data (the owner id)
-/// is only written by the release (see [`ZkHeld::marked_delete`]).
+/// is only written by the release (see [`ZkHeld::delete`]).
 const NODE_VERSION: i32 = 0;
 
 /// Keeps the session (and so the node) alive while the guard lives; the
@@ -43,6 +43,23 @@ impl ZkHeld {
 
     fn lost(&self, reason: LossReason) -> LockError {
         LockError::lost(self.path.clone(), reason)
+    }
+
+    /// Deletes our node in the version we created it, `marked`: in one
+    /// transaction with a write to it first (its data, the owner id, is
+    /// never changed otherwise). The write fires the watch of the waiter
+    /// behind us as a data change, which tells it that we held the lock; a
+    /// node deleted without it was a waiter giving up, or a lock taken
+    /// away.
+    async fn delete(&self, marked: bool) -> Result<(), ZkError> {
+        let client = self.session.client();
+        if !marked {
+            return client.delete(&self.path, Some(NODE_VERSION)).await;
+        }
+        let mut transaction = client.new_multi_writer();
+        transaction.add_set_data(&self.path, &[], Some(NODE_VERSION))?;
+        transaction.add_delete(&self.path, Some(NODE_VERSION + 1))?;
+        transaction.commit().await.map(drop).map_err(ZkError::from)
     }
 
     /// Why the node is gone: the session ended, or someone deleted it.
@@ -83,14 +100,7 @@ impl HeldLock for ZkHeld {
         let mut marked = self.marked;
         let mut retried = false;
         loop {
-            let deleted = if marked {
-                self.session.request(self.marked_delete()).await
-            } else {
-                self.session
-                    .request(self.session.client().delete(&self.path, Some(NODE_VERSION)))
-                    .await
-            };
-            match deleted {
+            match self.session.request(self.delete(marked)).await {
                 Ok(()) => return Ok(()),
                 // Our node refuses writes (an operator changed its ACL): a
                 // plain delete wakes the next waiter all the same, which
@@ -110,24 +120,6 @@ impl HeldLock for ZkHeld {
                 }
                 Err(e) => return Err(error::map(&format!("delete {}", self.path), e)),
             }
-        }
-    }
-}
-
-impl ZkHeld {
-    /// One transaction that writes our node (in the version we created;
-    /// its data, the owner id, is never changed otherwise) and deletes it.
-    /// The write fires the watch of the waiter behind us as a data change,
-    /// which tells it that we held the lock; a node deleted without it was
-    /// a waiter giving up, or a lock taken away.
-    async fn marked_delete(&self) -> Result<(), ZkError> {
-        let mut transaction = self.session.client().new_multi_writer();
-        transaction.add_set_data(&self.path, &[], Some(NODE_VERSION))?;
-        transaction.add_delete(&self.path, Some(NODE_VERSION + 1))?;
-        match transaction.commit().await {
-            Ok(_) => Ok(()),
-            Err(MultiWriteError::OperationFailed { source, .. }) => Err(source),
-            Err(MultiWriteError::RequestFailed { source }) => Err(source),
         }
     }
 }

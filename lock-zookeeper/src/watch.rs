@@ -132,6 +132,12 @@ impl Shared {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Whether the watch is still to be started: not started yet, and its
+    /// lock neither released nor dropped.
+    pub(crate) fn is_pending(&self) -> bool {
+        self.stage.load(Ordering::SeqCst) != RELEASED && matches!(*self.task(), Task::Pending)
+    }
+
     /// Starts the watch task on `client`, unless the lock was released or
     /// its [`NodeWatch`] dropped meanwhile, or it already runs.
     pub(crate) fn start(self: &Arc<Self>, client: &Client) {

@@ -30,13 +30,7 @@ pub async fn tcp_connect(addr: SocketAddr) -> Result<(), String> {
 /// (`GET /health HTTP/1.0\r\n\r\n` → `"health":"true"`). The caller bounds
 /// the time; the server's readiness timeout does so for probes.
 pub async fn tcp_request(addr: SocketAddr, request: &[u8], expect: &str) -> Result<(), String> {
-    let mut stream = TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connect to {addr}: {e}"))?;
-    stream
-        .write_all(request)
-        .await
-        .map_err(|e| format!("send to {addr}: {e}"))?;
+    let mut stream = send(addr, request).await?;
     let mut answer = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -53,4 +47,28 @@ pub async fn tcp_request(addr: SocketAddr, request: &[u8], expect: &str) -> Resu
         }
         answer.extend_from_slice(&chunk[..n]);
     }
+}
+
+/// The whole answer of the server at `addr` to `request`, read until it
+/// closes the connection (e.g. a ZooKeeper four-letter word).
+pub async fn tcp_answer(addr: SocketAddr, request: &[u8]) -> Result<String, String> {
+    let mut answer = String::new();
+    send(addr, request)
+        .await?
+        .read_to_string(&mut answer)
+        .await
+        .map_err(|e| format!("read from {addr}: {e}"))?;
+    Ok(answer)
+}
+
+/// A connection to `addr` on which `request` was sent.
+async fn send(addr: SocketAddr, request: &[u8]) -> Result<TcpStream, String> {
+    let mut stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect to {addr}: {e}"))?;
+    stream
+        .write_all(request)
+        .await
+        .map_err(|e| format!("send to {addr}: {e}"))?;
+    Ok(stream)
 }

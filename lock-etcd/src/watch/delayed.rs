@@ -1,17 +1,17 @@
 //! Watches queued for the server but not yet due.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
+use lock_core::DueQueue;
 use tokio::time::Instant;
 
 use super::Watch;
 
-/// Delayed watches in the order they become due (callers use one delay,
-/// so arrival order is due order). Dropped watches leave a stale id in
-/// `due`, skipped when it comes up or reaches the front.
+/// Delayed watches in the order they become due. Dropped watches leave a
+/// stale id in `due`, skipped when it comes up or reaches the front.
 #[derive(Default)]
 pub(super) struct Delayed {
-    due: VecDeque<(Instant, i64)>,
+    due: DueQueue<i64>,
     watches: HashMap<i64, Watch>,
 }
 
@@ -21,10 +21,8 @@ impl Delayed {
     /// dropped watches is emptied by [`next_due`](Self::next_due) before
     /// the task waits without a timer).
     pub(super) fn push(&mut self, at: Instant, id: i64, watch: Watch) -> bool {
-        let first = self.due.is_empty();
-        self.due.push_back((at, id));
         self.watches.insert(id, watch);
-        first
+        self.due.push(at, id)
     }
 
     /// Forgets a watch that was never sent; false if it is not here (sent
@@ -33,33 +31,19 @@ impl Delayed {
         self.watches.remove(&id).is_some()
     }
 
-    /// When the next watch still wanted is due. Forgets the dropped ones
-    /// ahead of it, so the hub's task does not wake for them: a lock held
-    /// and released every millisecond would otherwise wake it every
-    /// millisecond, for nothing.
+    /// When the next watch still wanted is due (see [`DueQueue::next_due`]).
     pub(super) fn next_due(&mut self) -> Option<Instant> {
-        while let Some(&(at, id)) = self.due.front() {
-            if self.watches.contains_key(&id) {
-                return Some(at);
-            }
-            self.due.pop_front();
-        }
-        None
+        let watches = &self.watches;
+        self.due.next_due(|id| watches.contains_key(id))
     }
 
     /// Takes the watches due by `now` that are still wanted.
     pub(super) fn take_due(&mut self, now: Instant) -> Vec<(i64, Watch)> {
-        let mut ready = Vec::new();
-        while let Some(&(at, id)) = self.due.front() {
-            if at > now {
-                break;
-            }
-            self.due.pop_front();
-            if let Some(watch) = self.watches.remove(&id) {
-                ready.push((id, watch));
-            }
-        }
-        ready
+        self.due
+            .take_due(now)
+            .into_iter()
+            .filter_map(|id| self.watches.remove(&id).map(|watch| (id, watch)))
+            .collect()
     }
 }
 
