@@ -22,7 +22,7 @@
 #   zookeeper      one standalone ZooKeeper (fsyncs its log by default)
 #
 # Servers are started by the `distlock-test-servers` binary of
-# conformance-tests (the harness the tests use) on free loopback ports,
+# distlock-testkit (the harness the tests use) on free loopback ports,
 # with temp data dirs and without persistence for Redis. It runs as a
 # coprocess; the servers die with it when this script exits, on error,
 # Ctrl-C or SIGTERM (its stdin closes), and its temp dirs are removed.
@@ -80,7 +80,7 @@ target="${CARGO_TARGET_DIR:-target}"
 cargo build -q --release -p distlock-cli --features redis,etcd,zookeeper
 bin="$target/release/distlock"
 if ((${#servers[@]})); then
-    cargo build -q --release -p conformance-tests --bin distlock-test-servers
+    cargo build -q --release -p distlock-testkit --bin distlock-test-servers
 fi
 
 work=$(mktemp -d)

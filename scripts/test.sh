@@ -17,7 +17,7 @@
 #   2. Runs `cargo test --workspace --all-features "$@"`.
 #
 # The tests never use a system service started by a package install: the
-# harness in conformance-tests spawns its own servers on free loopback ports
+# harness in distlock-testkit spawns its own servers on free loopback ports
 # with temporary data directories.
 #
 # Environment:

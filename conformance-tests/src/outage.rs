@@ -5,10 +5,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use distlock::conformance::Outage;
-use distlock::{async_trait, LockError};
-
-use crate::harness::FaultProxy;
+use distlock::conformance::{async_trait, Outage};
+use distlock::LockError;
+use distlock_testkit::FaultProxy;
 
 /// One fault proxy per server of a store; the locker under test connects
 /// through them. [`Outage::begin`] resets every connection and refuses new

@@ -1,216 +1,41 @@
 //! The conformance suite against etcd, opened by URL through the `distlock`
 //! facade: on one shared single member (`etcd::…`) and on one shared
-//! 3-member cluster (`etcd_cluster::…`), both spawned by the harness.
+//! 3-member cluster (`etcd_cluster::…`), both spawned by the testkit. A
+//! lock is taken away by deleting its holder's queue entry.
 
-use conformance_tests::etcd::{shared_cluster, shared_etcd_url, EtcdFactory};
-use conformance_tests::harness::{env_override, ETCD_URL_VAR};
-use distlock::Capabilities;
+use std::net::SocketAddr;
 
-async fn etcd_factory() -> EtcdFactory {
+use conformance_tests::{DeleteEtcdHolder, StoreFactory};
+use distlock_testkit::etcd::{etcd_url, shared_cluster, shared_etcd_url, TEST_TIMEOUTS};
+use distlock_testkit::{env_override, loopback_hosts, with_query, ETCD_URL_VAR};
+
+/// Lockers on `url`, with outages through proxies to `members`.
+fn factory(url: String, members: Vec<SocketAddr>) -> StoreFactory {
+    StoreFactory::new(with_query(&url, TEST_TIMEOUTS))
+        .outage_through(members)
+        .take_away_with(DeleteEtcdHolder { url })
+}
+
+async fn etcd_factory() -> StoreFactory {
     let url = shared_etcd_url().await.expect("etcd test server");
     // A server from DISTLOCK_TEST_ETCD_URL cannot be put behind a proxy we
     // know the target of; the outage case then reports itself not applicable.
     let members = match env_override(ETCD_URL_VAR) {
         Some(_) => Vec::new(),
-        None => distlock::LockUrl::parse(&url)
-            .expect("etcd URL")
-            .hosts
-            .iter()
-            .map(|h| h.to_string().parse().expect("loopback address"))
-            .collect(),
+        None => loopback_hosts(&url),
     };
-    EtcdFactory::new(url, members)
+    factory(url, members)
 }
 
-async fn etcd_cluster_factory() -> EtcdFactory {
+async fn etcd_cluster_factory() -> StoreFactory {
     let members: Vec<_> = shared_cluster()
         .await
         .expect("etcd test cluster")
         .iter()
         .map(|server| server.addr())
         .collect();
-    EtcdFactory::new(conformance_tests::etcd::etcd_url(members.clone()), members)
+    factory(etcd_url(members.clone()), members)
 }
 
 lock_core::conformance_tests!(etcd, etcd_factory);
 lock_core::conformance_tests!(etcd_cluster, etcd_cluster_factory);
-
-/// Pins the flags, so none flips unnoticed: locks live as long as the
-/// session lease (no per-lock expiry); everything else etcd does.
-#[tokio::test]
-async fn etcd_declares_its_capabilities() {
-    let url = shared_etcd_url().await.expect("etcd test server");
-    let locker = distlock::connect(&url).await.unwrap();
-    let caps = locker.capabilities();
-    let mut expected = Capabilities::default();
-    expected.expiry = true;
-    expected.force_release = true;
-    expected.notified_wakeups = true;
-    expected.fifo = true;
-    expected.remote = true;
-    assert_eq!(caps, expected);
-}
-
-/// etcd's index keeps every key written until compaction, and each
-/// acquisition reads its queue by prefix: a fresh entry key per
-/// acquisition would make a busy lock slower with every use. One locker
-/// taking a lock again and again writes one key; two of its acquisitions
-/// queued at once use two.
-#[tokio::test]
-async fn repeated_acquisitions_reuse_one_entry_key() {
-    use conformance_tests::etcd::{holder_entry, raw_client};
-    use std::time::Duration;
-
-    let url = shared_etcd_url().await.expect("etcd test server");
-    let url = conformance_tests::with_query(&url, "namespace=reuse-entry-keys&ttl=3s");
-    let locker = distlock::connect(&url).await.unwrap();
-    let raw = raw_client(&url).await.unwrap();
-    let mut seen = Vec::new();
-    for _ in 0..3 {
-        let guard = locker.lock("k").await.unwrap();
-        let (entry, _) = holder_entry(&raw, &locker, "k").await.unwrap().unwrap();
-        seen.push(entry);
-        guard.release().await.unwrap();
-    }
-    assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
-
-    let first = locker.lock("k").await.unwrap();
-    let waiting = {
-        let locker = locker.clone();
-        tokio::spawn(async move { locker.lock("k").await })
-    };
-    // The second acquisition's entry is the newest of the queue.
-    let prefix = distlock::lock_etcd::keys::queue_prefix(&locker.name("k").unwrap());
-    let newest = etcd_client::GetOptions::new().with_prefix().with_sort(
-        etcd_client::SortTarget::Create,
-        etcd_client::SortOrder::Descend,
-    );
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let queued = loop {
-        let response = raw
-            .kv_client()
-            .get(prefix.clone(), Some(newest.clone()))
-            .await
-            .unwrap();
-        if response.kvs().len() == 2 {
-            break response.kvs()[0].key().to_vec();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the second acquisition never queued"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    assert_eq!(
-        seen[0],
-        holder_entry(&raw, &locker, "k").await.unwrap().unwrap().0
-    );
-    assert_ne!(queued, seen[0]);
-    first.release().await.unwrap();
-    let second = waiting.await.unwrap().unwrap();
-    assert_eq!(
-        holder_entry(&raw, &locker, "k").await.unwrap().unwrap().0,
-        queued
-    );
-    second.release().await.unwrap();
-}
-
-/// Waiters that give up in the middle of the queue: the others are served
-/// one at a time, in queue order (see `conformance_tests::queue`).
-mod queue_order {
-    use conformance_tests::etcd::{raw_client, shared_etcd_url};
-    use conformance_tests::queue::{check_queue, Shape, QUEUE_KEY};
-    use distlock::lock_etcd::keys::queue_prefix;
-    use distlock::Locker;
-
-    async fn check(namespace: &str, shape: Shape) {
-        let url = shared_etcd_url().await.expect("etcd test server");
-        let url = conformance_tests::with_query(&url, &format!("namespace={namespace}&ttl=10s"));
-        let raw = raw_client(&url).await.unwrap();
-        let open = || async { distlock::connect(&url).await.unwrap() };
-        let queued = |holder: Locker| {
-            let mut kv = raw.kv_client();
-            async move {
-                let prefix = queue_prefix(&holder.name(QUEUE_KEY).unwrap());
-                let keys = etcd_client::GetOptions::new()
-                    .with_prefix()
-                    .with_keys_only();
-                let response = kv.get(prefix, Some(keys)).await.unwrap();
-                response
-                    .kvs()
-                    .iter()
-                    .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
-                    .collect()
-            }
-        };
-        check_queue(open, queued, shape).await;
-    }
-
-    conformance_tests::queue_order_tests!("etcdq", check);
-}
-
-/// Two calls of one locker share its lease, so revoking it deletes the
-/// holder's entry and the waiter's at once. The waiter, seeing its
-/// predecessor (at the head) go, must not take the lock with its own entry
-/// gone: it queues again on a new lease and holds a lock that stays held.
-#[tokio::test]
-async fn a_waiter_behind_an_entry_of_its_own_lease_survives_the_revocation() {
-    use conformance_tests::etcd::{holder_entry, raw_client};
-    use distlock::lock_etcd::keys::queue_prefix;
-    use distlock::LockOptions;
-    use std::time::Duration;
-
-    let url = shared_etcd_url().await.expect("etcd test server");
-    let url = conformance_tests::with_query(&url, "namespace=revoke-own-lease&ttl=3s");
-    let locker = distlock::connect(&url).await.unwrap();
-    let raw = raw_client(&url).await.unwrap();
-    let first = locker.lock("k").await.unwrap();
-    let waiting = {
-        let locker = locker.clone();
-        tokio::spawn(async move {
-            locker
-                .lock_with("k", LockOptions::new().wait(Duration::from_secs(20)))
-                .await
-        })
-    };
-    let prefix = queue_prefix(&locker.name("k").unwrap());
-    let count = etcd_client::GetOptions::new()
-        .with_prefix()
-        .with_count_only();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while raw
-        .kv_client()
-        .get(prefix.clone(), Some(count.clone()))
-        .await
-        .unwrap()
-        .count()
-        < 2
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the waiter never queued"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let (_, lease) = holder_entry(&raw, &locker, "k").await.unwrap().unwrap();
-    raw.lease_client().revoke(lease).await.unwrap();
-
-    tokio::time::timeout(Duration::from_secs(10), first.lost())
-        .await
-        .expect("the revocation was not noticed");
-    let second = tokio::time::timeout(Duration::from_secs(20), waiting)
-        .await
-        .expect("the waiter never got the lock")
-        .unwrap()
-        .unwrap();
-    // Long past the holder's watch on its own entry (100 ms late at most,
-    // plus etcd's 100 ms catch-up of watches that start in the past).
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(
-        second.is_held(),
-        "the waiter took the lock with its entry gone"
-    );
-    let (_, new_lease) = holder_entry(&raw, &locker, "k").await.unwrap().unwrap();
-    assert_ne!(new_lease, lease);
-    second.release().await.unwrap();
-}

@@ -3,9 +3,10 @@
 
 use std::sync::OnceLock;
 
-use distlock::conformance::{CaseSettings, LockerFactory, UrlFactory};
-use distlock::lock_file::{FileBackend, FileConfig};
-use distlock::{async_trait, Capabilities, LockError, Locker};
+use distlock::conformance::{async_trait, CaseSettings, LockerFactory, UrlFactory};
+use distlock::{LockError, Locker};
+use lock_core::backend::Capabilities;
+use lock_file::{FileBackend, FileConfig};
 
 fn lock_dir() -> &'static tempfile::TempDir {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();

@@ -2,7 +2,7 @@
 //! by URL through the `distlock` facade.
 
 use distlock::conformance::UrlFactory;
-use distlock::Capabilities;
+use lock_core::backend::Capabilities;
 
 async fn mem_factory() -> UrlFactory {
     UrlFactory::new("mem://conformance").expect("valid URL")

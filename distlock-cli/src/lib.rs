@@ -10,7 +10,7 @@
 //! ```
 //!
 //! The store is `--url`, else `$DISTLOCK_URL`, else `file://` locks in
-//! [`lock_file::default_dir`](distlock::lock_file::default_dir). Every
+//! [`file::default_dir`](distlock::file::default_dir). Every
 //! message on stderr is one line starting with `distlock: `, never shows
 //! the URL's password, and never a panic. Exit codes are listed in
 //! [`exit`].

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use distlock::{LockError, Locker};
+use lock_core::url::{redact, Redacted};
 
 use crate::exit::Failure;
 
@@ -11,18 +12,15 @@ use crate::exit::Failure;
 #[derive(Clone)]
 pub(crate) struct StoreUrl {
     text: String,
-    shown: String,
-    /// Passwords the URL carries: in its user info and in `password=`
-    /// options, as written.
-    passwords: Vec<String>,
+    redacted: Redacted,
 }
 
 impl StoreUrl {
     /// `--url` if given, else `$DISTLOCK_URL` if set and not blank, else
-    /// `file://` locks in [`lock_file::default_dir`](distlock::lock_file::default_dir).
+    /// `file://` locks in [`file::default_dir`](distlock::file::default_dir).
     pub(crate) fn resolve(flag: Option<String>) -> Result<Self, Failure> {
         let env = std::env::var(distlock::URL_ENV).ok();
-        Self::resolve_from(flag, env, || file_url(&distlock::lock_file::default_dir()))
+        Self::resolve_from(flag, env, || file_url(&distlock::file::default_dir()))
     }
 
     fn resolve_from(
@@ -41,18 +39,9 @@ impl StoreUrl {
     /// Wraps a URL given by the user (it may not even parse, e.g. a host
     /// list).
     pub(crate) fn new(text: String) -> Self {
-        // Both maskers also hide `password=` options.
-        let (shown, user_info) = match ::url::Url::parse(&text) {
-            Ok(url) => (distlock::redacted(&url), url.password().map(str::to_owned)),
-            // A host list, which the url crate rejects: hide all user info.
-            Err(_) => (distlock::mask_credentials(&text), unparsed_password(&text)),
-        };
-        let (_, options) = distlock::mask_password_options(&text);
-        let passwords = user_info.into_iter().chain(options).collect();
         Self {
+            redacted: redact(&text),
             text,
-            shown,
-            passwords,
         }
     }
 
@@ -63,7 +52,7 @@ impl StoreUrl {
 
     /// The URL with any password replaced by `***`, for output.
     pub(crate) fn shown(&self) -> &str {
-        &self.shown
+        self.redacted.as_str()
     }
 
     /// `message` with the URL's passwords (as written, and
@@ -71,15 +60,7 @@ impl StoreUrl {
     /// errors are already free of credentials, but the sources they carry
     /// come from client libraries.
     pub(crate) fn scrub(&self, message: &str) -> String {
-        let mut clean = message.to_owned();
-        for password in self.passwords.iter().filter(|p| !p.is_empty()) {
-            clean = clean.replace(password.as_str(), "***");
-            let decoded = percent_decode(password);
-            if !decoded.is_empty() && decoded != *password {
-                clean = clean.replace(&decoded, "***");
-            }
-        }
-        clean
+        self.redacted.scrub(message)
     }
 
     /// Opens a locker on this store.
@@ -107,26 +88,6 @@ fn file_url(dir: &Path) -> Result<String, Failure> {
                 dir.display()
             ))
         })
-}
-
-/// The password of a URL that does not parse: whatever sits between `://`
-/// and the last `@` may be credentials (all of it, if there is no `:`).
-fn unparsed_password(text: &str) -> Option<String> {
-    match (text.find("://"), text.rfind('@')) {
-        (Some(start), Some(at)) if at > start + 3 => {
-            let userinfo = &text[start + 3..at];
-            let password = userinfo.split_once(':').map(|(_, p)| p.to_owned());
-            password.or_else(|| Some(userinfo.to_owned()))
-        }
-        _ => None,
-    }
-}
-
-fn percent_decode(text: &str) -> String {
-    ::url::form_urlencoded::parse(format!("x={}", text.replace('+', "%2B")).as_bytes())
-        .next()
-        .map(|(_, value)| value.into_owned())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -1,10 +1,9 @@
 //! `distlock check` and `distlock run` on real Redis, etcd and ZooKeeper
-//! servers: the ones the conformance-tests harness starts, once per test
-//! binary, on free loopback ports (or the running servers
-//! `DISTLOCK_TEST_REDIS_URL`, `DISTLOCK_TEST_ETCD_URL` and
-//! `DISTLOCK_TEST_ZK_URL` name). A server that cannot be started fails
-//! the test with the harness's message saying what to install; it never
-//! passes silently.
+//! servers: the ones `distlock-testkit` starts, once per test binary, on
+//! free loopback ports (or the running servers `DISTLOCK_TEST_REDIS_URL`,
+//! `DISTLOCK_TEST_ETCD_URL` and `DISTLOCK_TEST_ZK_URL` name). A server
+//! that cannot be started fails the test with the testkit's message
+//! saying what to install; it never passes silently.
 //!
 //! Each store's tests compile only with distlock-cli's cargo feature for
 //! it (the `distlock` binary under test is built with the same features):
@@ -16,15 +15,14 @@
 
 mod common;
 
-use std::future::Future;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 #[cfg(any(feature = "redis", feature = "etcd"))]
-use conformance_tests::with_query;
+use distlock_testkit::with_query;
 
 use common::{
     assert_check_passes, assert_concurrent_runs_never_lose_an_increment,
-    assert_successive_tokens_increase,
+    assert_successive_tokens_increase, test_server,
 };
 
 /// Concurrent `distlock run` processes per counter test, and runs each.
@@ -38,19 +36,6 @@ const SUCCESSIVE_RUNS: usize = 5;
 /// test stops blocking soon. (`check` ignores the URL's ttl and namespace:
 /// each case opens its lockers with its own, see `UrlFactory`.)
 const RUN_TTL: &str = "ttl=5s";
-
-/// The address of a harness server: awaits `start` on a runtime of its
-/// own (the servers outlive it, kept by the harness for the process) and
-/// fails the test with the harness's message if the server cannot be had.
-fn harness<T>(start: impl Future<Output = Result<T, String>>) -> T {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
-    runtime
-        .block_on(start)
-        .unwrap_or_else(|error| panic!("test server unavailable: {error}"))
-}
 
 /// `namespace=…` unique to this test and this run, plus `options`.
 fn options(test: &str, options: &str) -> String {
@@ -68,20 +53,20 @@ fn options(test: &str, options: &str) -> String {
 
 #[cfg(feature = "redis")]
 fn redis_url(test: &str, extra: &str) -> String {
-    let base = harness(conformance_tests::redis::shared_redis_url());
+    let base = test_server(distlock_testkit::redis::shared_redis_url());
     with_query(&base, &options(test, extra))
 }
 
 #[cfg(feature = "etcd")]
 fn etcd_url(test: &str, extra: &str) -> String {
-    let base = harness(conformance_tests::etcd::shared_etcd_url());
+    let base = test_server(distlock_testkit::etcd::shared_etcd_url());
     with_query(&base, &options(test, extra))
 }
 
 #[cfg(feature = "zookeeper")]
 fn zookeeper_url(test: &str, extra: &str) -> String {
-    let addrs = harness(conformance_tests::zookeeper::shared_standalone());
-    conformance_tests::zookeeper::zk_url(&addrs, "", &options(test, extra))
+    let addrs = test_server(distlock_testkit::zookeeper::shared_standalone());
+    distlock_testkit::zookeeper::zk_url(&addrs, "", &options(test, extra))
 }
 
 #[cfg(feature = "redis")]
@@ -95,8 +80,8 @@ fn check_passes_on_redis() {
 #[cfg(feature = "redis")]
 #[test]
 fn check_passes_on_redlock_over_three_masters() {
-    let masters = harness(conformance_tests::redis::shared_redlock_servers(3));
-    let base = conformance_tests::redis::redlock_url(masters.iter().map(|m| m.addr()));
+    let masters = test_server(distlock_testkit::redis::shared_redlock_servers(3));
+    let base = distlock_testkit::redis::redlock_url(masters.iter().map(|m| m.addr()));
     assert_check_passes(&with_query(&base, &options("redlock", "")), "redlock");
 }
 

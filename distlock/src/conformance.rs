@@ -3,8 +3,10 @@
 
 use std::fmt;
 
-use lock_core::{async_trait, mask_credentials, LockError, LockUrl, Locker};
+use lock_core::url::redact;
+use lock_core::{LockError, Locker};
 
+pub use lock_core::backend::async_trait;
 pub use lock_core::conformance::*;
 
 /// Opens each locker with [`connect`](crate::connect) on a base URL, with
@@ -16,10 +18,13 @@ pub struct UrlFactory {
 }
 
 impl UrlFactory {
-    /// Checks that `url` parses as a lock URL; connecting happens per
-    /// locker. Errors never contain the password.
+    /// Checks that `url` names a store compiled into this build;
+    /// connecting happens per locker. Errors never contain the password.
     pub fn new(url: &str) -> Result<Self, LockError> {
-        LockUrl::parse(url)?;
+        let store = crate::stores::store_for(lock_core::url::scheme_of(url)?)?;
+        if store.connect.is_none() {
+            return Err(store.not_compiled());
+        }
         Ok(Self {
             base: url.to_owned(),
         })
@@ -59,7 +64,7 @@ impl LockerFactory for UrlFactory {
 impl fmt::Debug for UrlFactory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("UrlFactory")
-            .field("base", &mask_credentials(&self.base))
+            .field("base", &redact(&self.base))
             .finish()
     }
 }

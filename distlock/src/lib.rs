@@ -1,41 +1,59 @@
 #![doc = include_str!("../README.md")]
 
-mod scheme;
+mod stores;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
-use std::sync::Arc;
+pub use lock_core::{
+    FencingToken, LockError, LockGuard, LockInfo, LockKey, LockName, LockOptions, Locker,
+    LockerOptions, LossReason, LossSignal, Namespace, OwnerId, Result, DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_NAMESPACE, DEFAULT_TTL, MAX_KEY_LEN, MAX_NAMESPACE_LEN, MIN_TTL,
+};
 
-pub use lock_core::*;
-pub use scheme::{Scheme, KNOWN_SCHEMES};
-
-#[cfg(feature = "etcd")]
-pub use lock_etcd;
+/// Local `flock(2)` locks (`file:///dir`): settings for building a store
+/// without a URL, and the embedded default directory.
 #[cfg(feature = "file")]
-pub use lock_file;
+pub mod file {
+    pub use lock_file::{default_dir, FileConfig, FileStore};
+}
+
+/// Redis, Redis Cluster and Redlock (`redis://`, `redis+cluster://`,
+/// `redlock://` and their TLS forms).
 #[cfg(feature = "redis")]
-pub use lock_redis;
+pub mod redis {
+    pub use lock_redis::{RedisConfig, RedisStore, Topology};
+}
+
+/// etcd v3 (`etcd://`, `etcds://`).
+#[cfg(feature = "etcd")]
+pub mod etcd {
+    pub use lock_etcd::{EtcdConfig, EtcdStore};
+}
+
+/// ZooKeeper (`zk://`, `zks://`).
 #[cfg(feature = "zookeeper")]
-pub use lock_zookeeper;
+pub mod zookeeper {
+    pub use lock_zookeeper::{DigestAuth, ZkConfig, ZkStore};
+}
 
 /// The environment variable [`from_env`] reads.
 pub const URL_ENV: &str = "DISTLOCK_URL";
 
 /// Opens a [`Locker`] on the store `url` names.
 ///
-/// The scheme picks the backend (see [`Scheme`]); common query options are
-/// `ttl`, `namespace`, `wait` and `connect_timeout`, plus each backend's
-/// own. A bad URL, an unknown option, a bad value or a scheme whose cargo
-/// feature is off gives [`LockError::InvalidConfig`] naming the problem.
-/// Passwords in the URL never appear in errors.
+/// The scheme picks the store among those compiled in (see [`schemes`]);
+/// common query options are `ttl`, `namespace`, `wait` and
+/// `connect_timeout`, plus each store's own. A bad URL, an unknown option,
+/// a bad value or a scheme whose cargo feature is off gives
+/// [`LockError::InvalidConfig`] naming the problem. Passwords in the URL
+/// never appear in errors.
 pub async fn connect(url: &str) -> Result<Locker, LockError> {
-    let parsed = LockUrl::parse(url)?;
-    let scheme = Scheme::parse(parsed.scheme())?;
-    let mut options = UrlOptions::parse(&parsed.url)?;
-    let common = options.take_common()?;
-    let backend = open_backend(scheme, &parsed, options, &common).await?;
-    Ok(Locker::new(backend, common.locker_options()))
+    let store = stores::store_for(lock_core::url::scheme_of(url)?)?;
+    match store.connect {
+        Some(connect) => connect(url).await,
+        None => Err(store.not_compiled()),
+    }
 }
 
 /// Opens the locker `DISTLOCK_URL` names; [`LockError::InvalidConfig`] if
@@ -49,45 +67,14 @@ pub async fn from_env() -> Result<Locker, LockError> {
     }
 }
 
-async fn open_backend(
-    scheme: Scheme,
-    url: &LockUrl,
-    mut options: UrlOptions,
-    common: &CommonOptions,
-) -> Result<Arc<dyn Backend>, LockError> {
-    let _ = (&mut options, common);
-    match scheme {
-        Scheme::Memory => {
-            options.finish()?;
-            Ok(Arc::new(MemoryBackend::from_url(&url.url)?))
-        }
-        #[cfg(feature = "file")]
-        Scheme::File => {
-            let config = lock_file::FileConfig::from_url(&url.url, &mut options)?;
-            options.finish()?;
-            Ok(Arc::new(lock_file::FileBackend::open(config)?))
-        }
-        #[cfg(feature = "redis")]
-        Scheme::Redis | Scheme::RedisCluster | Scheme::Redlock => {
-            let config = lock_redis::RedisConfig::from_url(url, &mut options, common)?;
-            options.finish()?;
-            lock_redis::open(config).await
-        }
-        #[cfg(feature = "etcd")]
-        Scheme::Etcd => {
-            let config = lock_etcd::EtcdConfig::from_url(url, &mut options, common)?;
-            options.finish()?;
-            lock_etcd::open(config).await
-        }
-        #[cfg(feature = "zookeeper")]
-        Scheme::ZooKeeper => {
-            let config = lock_zookeeper::ZkConfig::from_url(url, &mut options, common)?;
-            options.finish()?;
-            lock_zookeeper::open(config)
-        }
-        #[allow(unreachable_patterns)]
-        other => Err(other.not_compiled()),
-    }
+/// The URL schemes [`connect`] serves in this build (`mem`, `file`,
+/// `redis`, ...), in the order of the stores.
+pub fn schemes() -> Vec<&'static str> {
+    stores::stores()
+        .iter()
+        .filter(|store| store.connect.is_some())
+        .flat_map(|store| store.schemes.iter().copied())
+        .collect()
 }
 
 #[cfg(test)]
@@ -101,116 +88,76 @@ mod tests {
         }
     }
 
+    /// The outcome `connect(url)` must have: `expected` when the URL's store
+    /// is compiled in, else the error naming the feature to enable.
+    fn expected_in_this_build(url: &str, expected: Result<&str, &str>) -> Result<String, String> {
+        let store = lock_core::url::scheme_of(url)
+            .ok()
+            .and_then(|scheme| stores::store_for(scheme).ok());
+        match store {
+            Some(store) if store.connect.is_none() => {
+                Err(format!("`{}` feature", store.feature.unwrap_or_default()))
+            }
+            _ => expected.map(str::to_owned).map_err(str::to_owned),
+        }
+    }
+
     #[tokio::test]
     async fn scheme_dispatch_table() {
         let dir = tempfile::tempdir().unwrap();
         let file_url = format!("file://{}", dir.path().display());
-        // (url, Ok(backend name) | Err(part of the message))
-        let table: Vec<(String, Result<&str, &str>)> = vec![
-            ("mem://".into(), Ok("mem")),
-            ("mem://named?ttl=2s&namespace=ns".into(), Ok("mem")),
+        let file_with_option = format!("{file_url}?colour=red");
+        // (url, Ok(backend name) | Err(part of the message)) with every
+        // store compiled in. Each network URL fails in its store's parser
+        // (no server needed), which proves the dispatch reached it.
+        let table: Vec<(&str, Result<&str, &str>)> = vec![
+            ("mem://", Ok("mem")),
+            ("mem://named?ttl=2s&namespace=ns", Ok("mem")),
+            (&file_url, Ok("file")),
+            (&file_with_option, Err("unknown option `colour`")),
             (
-                file_url.clone(),
-                if cfg!(feature = "file") {
-                    Ok("file")
-                } else {
-                    Err("`file` feature")
-                },
-            ),
-            // With the feature on, each Redis URL fails in the Redis parser
-            // (no server needed), which proves the dispatch reached it.
-            (
-                "redis://127.0.0.1:6379?colour=red".into(),
-                if cfg!(feature = "redis") {
-                    Err("unknown option `colour` for redis://")
-                } else {
-                    Err("`redis` feature")
-                },
+                "redis://127.0.0.1:6379?colour=red",
+                Err("unknown option `colour` for redis://"),
             ),
             (
-                "rediss://127.0.0.1:6379?tls_ca_file=/nonexistent/ca.pem".into(),
-                if cfg!(feature = "redis") {
-                    Err("cannot read /nonexistent/ca.pem")
-                } else {
-                    Err("`redis` feature")
-                },
+                "rediss://127.0.0.1:6379?tls_ca_file=/nonexistent/ca.pem",
+                Err("cannot read /nonexistent/ca.pem"),
+            ),
+            ("redis+cluster://a:1,b:2/3", Err("only database 0")),
+            (
+                "redlock://a:1,b:2,c:3?tls_ca_file=/x",
+                Err("needs a TLS scheme"),
             ),
             (
-                "redis+cluster://a:1,b:2/3".into(),
-                if cfg!(feature = "redis") {
-                    Err("only database 0")
-                } else {
-                    Err("`redis` feature")
-                },
+                "etcd://127.0.0.1:2379?colour=red",
+                Err("unknown option `colour` for etcd://"),
             ),
             (
-                "redlock://a:1,b:2,c:3?tls_ca_file=/x".into(),
-                if cfg!(feature = "redis") {
-                    Err("needs a TLS scheme")
-                } else {
-                    Err("`redis` feature")
-                },
-            ),
-            // With the feature on, each etcd URL fails in the etcd parser
-            // (no server needed), which proves the dispatch reached it.
-            (
-                "etcd://127.0.0.1:2379?colour=red".into(),
-                if cfg!(feature = "etcd") {
-                    Err("unknown option `colour` for etcd://")
-                } else {
-                    Err("`etcd` feature")
-                },
+                "etcds://127.0.0.1:2379?ca_file=/nonexistent/ca.pem",
+                Err("cannot read /nonexistent/ca.pem"),
             ),
             (
-                "etcds://127.0.0.1:2379?ca_file=/nonexistent/ca.pem".into(),
-                if cfg!(feature = "etcd") {
-                    Err("cannot read /nonexistent/ca.pem")
-                } else {
-                    Err("`etcd` feature")
-                },
-            ),
-            // With the feature on, each ZooKeeper URL fails in the ZooKeeper
-            // parser (no server needed): the dispatch reached it.
-            (
-                "zk://127.0.0.1:2181/app?colour=red".into(),
-                if cfg!(feature = "zookeeper") {
-                    Err("unknown option `colour` for zk://")
-                } else {
-                    Err("`zookeeper` feature")
-                },
+                "zk://127.0.0.1:2181/app?colour=red",
+                Err("unknown option `colour` for zk://"),
             ),
             (
-                "zks://127.0.0.1:2181?tls_cert_file=/c.pem".into(),
-                if cfg!(feature = "zookeeper") {
-                    Err("`tls_cert_file` and `tls_key_file` go together")
-                } else {
-                    Err("`zookeeper` feature")
-                },
+                "zks://127.0.0.1:2181?tls_cert_file=/c.pem",
+                Err("`tls_cert_file` and `tls_key_file` go together"),
             ),
-            (
-                "consul://x".into(),
-                Err("unknown lock URL scheme `consul://`"),
-            ),
-            ("not a url".into(), Err("expected SCHEME://")),
-            ("mem//x".into(), Err("expected SCHEME://")),
-            ("mem://?ttl=abc".into(), Err("`ttl`")),
-            ("mem://?ttl=0".into(), Err("`ttl`")),
-            ("mem://?colour=red".into(), Err("unknown option `colour`")),
+            ("consul://x", Err("unknown lock URL scheme `consul://`")),
+            ("not a url", Err("expected SCHEME://")),
+            ("mem//x", Err("expected SCHEME://")),
+            ("mem://?ttl=abc", Err("`ttl`")),
+            ("mem://?ttl=0", Err("`ttl`")),
+            ("mem://?colour=red", Err("unknown option `colour`")),
         ];
-        let mut table = table;
-        if cfg!(feature = "file") {
-            table.push((
-                format!("{file_url}?colour=red"),
-                Err("unknown option `colour`"),
-            ));
-        }
         for (url, expected) in table {
-            let result = connect(&url).await;
-            match expected {
+            let result = connect(url).await;
+            match expected_in_this_build(url, expected) {
                 Ok(name) => assert_eq!(result.unwrap().backend_name(), name, "{url}"),
                 Err(part) => {
                     let reason = config_error(result);
-                    assert!(reason.contains(part), "{url}: {reason}");
+                    assert!(reason.contains(&part), "{url}: {reason}");
                 }
             }
         }
@@ -219,8 +166,30 @@ mod tests {
     #[tokio::test]
     async fn unknown_scheme_lists_the_known_ones() {
         let reason = config_error(connect("ftp://host").await);
-        for scheme in KNOWN_SCHEMES {
+        for scheme in stores::stores().iter().flat_map(|s| s.schemes) {
             assert!(reason.contains(&format!("{scheme}://")), "{reason}");
+        }
+    }
+
+    #[test]
+    fn schemes_lists_exactly_the_compiled_in_stores() {
+        let served = schemes();
+        for expected in [
+            "mem",
+            "file",
+            "redis",
+            "rediss",
+            "redis+cluster",
+            "rediss+cluster",
+            "redlock",
+            "redlocks",
+            "etcd",
+            "etcds",
+            "zk",
+            "zks",
+        ] {
+            let compiled = stores::store_for(expected).unwrap().connect.is_some();
+            assert_eq!(served.contains(&expected), compiled, "{expected}");
         }
     }
 

@@ -15,7 +15,8 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 /// [`InvalidConfig`](Self::InvalidConfig)), decide whether to wait longer
 /// ([`Timeout`](Self::Timeout)), stop relying on the lock
 /// ([`Lost`](Self::Lost)), retry later ([`Unavailable`](Self::Unavailable)),
-/// or report a bug or misconfiguration ([`Backend`](Self::Backend)).
+/// choose another way ([`NotSupported`](Self::NotSupported)), or report a
+/// bug or misconfiguration ([`Backend`](Self::Backend)).
 ///
 /// Neither `Display` nor `Debug` ever contains credentials: backends strip
 /// user info from URLs before they put anything into an error.
@@ -52,6 +53,16 @@ pub enum LockError {
         key: String,
         /// Why the lock is known to be lost.
         reason: LossReason,
+    },
+    /// The store cannot do this operation at all (for example removing
+    /// another owner's lock on a store without that power). Retrying will
+    /// not help; the store's capabilities say what it can do.
+    #[error("the {store} store does not support {operation}")]
+    NotSupported {
+        /// The store's short name (`file`, `redis`).
+        store: &'static str,
+        /// What was asked, as a noun phrase.
+        operation: &'static str,
     },
     /// The store could not be reached or did not answer in time. Retriable.
     #[error("store unavailable: {message}")]
@@ -98,6 +109,12 @@ impl LockError {
             },
             other => other,
         }
+    }
+
+    /// A [`NotSupported`](Self::NotSupported) error: `store` cannot do
+    /// `operation`.
+    pub fn not_supported(store: &'static str, operation: &'static str) -> Self {
+        Self::NotSupported { store, operation }
     }
 
     /// An [`Unavailable`](Self::Unavailable) error wrapping a client error.

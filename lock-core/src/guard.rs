@@ -7,6 +7,7 @@ use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+use crate::backend::spawn_detached;
 use crate::backend::{AcquireRequest, Acquired};
 use crate::early_renewal::EarlyRenewal;
 use crate::error::LockError;
@@ -14,7 +15,6 @@ use crate::key::LockName;
 use crate::loss::{LossReason, LossSignal};
 use crate::owner::OwnerId;
 use crate::renewal::{self, Lease};
-use crate::spawn::spawn_detached;
 use crate::token::FencingToken;
 
 /// A held lock.

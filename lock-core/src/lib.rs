@@ -1,11 +1,15 @@
 //! # lock-core: one lock API over many stores
 //!
 //! Application code takes locks through a [`Locker`]; a store plugs in
-//! behind it by implementing [`Backend`]. This crate holds everything that
-//! is the same for every store: key rules, namespaces, deadlines, automatic
-//! renewal, the lost signal, background release on drop, fencing tokens,
-//! backoff policies, tracing — and the in-memory reference backend and the
-//! conformance suite every backend passes.
+//! behind it by implementing [`backend::Backend`]. This crate holds
+//! everything that is the same for every store: key rules, namespaces,
+//! deadlines, automatic renewal, the lost signal, background release on
+//! drop, fencing tokens, backoff policies, tracing — and the in-memory
+//! reference store and the conformance suite every store passes.
+//!
+//! The crate root is the user's API. What a store implements, and the
+//! machinery it may reuse, is in [`backend`]; reading lock URLs is in
+//! [`url`]; the reference store is [`memory`].
 //!
 //! ```
 //! use std::time::Duration;
@@ -36,50 +40,30 @@
 //! deadline-bounded waits, cancel-safe acquisition, and a lost signal that
 //! fires once the lock is known gone.
 
-mod backend;
-mod backoff;
-mod credentials;
-mod due_queue;
+pub mod backend;
 mod early_renewal;
 mod error;
 mod guard;
+mod info;
 mod key;
-mod lock_url;
 mod locker;
 mod loss;
 pub mod memory;
 mod options;
 mod owner;
 mod renewal;
-mod spawn;
 mod token;
-mod url_options;
-mod wait;
+pub mod url;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
-pub use backend::{
-    AcquireRequest, Acquired, Backend, Capabilities, FloorProbe, HeldLock, LockInfo, Renewal,
-    WaitMode,
-};
-pub use backoff::{Backoff, Delays};
-pub use credentials::{Secret, UrlCredentials};
-pub use due_queue::DueQueue;
-pub use error::{BoxError, LockError, Result};
+pub use error::{LockError, Result};
 pub use guard::LockGuard;
+pub use info::LockInfo;
 pub use key::{LockKey, LockName, Namespace, DEFAULT_NAMESPACE, MAX_KEY_LEN, MAX_NAMESPACE_LEN};
-pub use lock_url::{mask_credentials, mask_password_options, HostPort, LockUrl};
 pub use locker::Locker;
-pub use loss::{loss_channel, LossReason, LossReporter, LossSignal};
-pub use memory::MemoryBackend;
+pub use loss::{LossReason, LossSignal};
 pub use options::{LockOptions, LockerOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TTL, MIN_TTL};
 pub use owner::OwnerId;
-pub use renewal::clock_drift;
-pub use spawn::{spawn_detached, CleanupOnDrop};
 pub use token::FencingToken;
-pub use url_options::{parse_duration, redacted, CommonOptions, UrlOptions};
-pub use wait::{acquire_with_retries, Attempt, TryAcquire, WakeRegistry, WakeSubscription};
-
-/// Re-exported so backend crates and the conformance macro name one version.
-pub use async_trait::async_trait;

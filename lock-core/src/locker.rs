@@ -6,10 +6,11 @@ use std::time::Instant;
 
 use tracing::Instrument;
 
-use crate::backend::{AcquireRequest, Backend, Capabilities, FloorProbe, LockInfo, WaitMode};
+use crate::backend::{AcquireRequest, Backend, Capabilities, WaitMode};
 use crate::early_renewal::EarlyRenewal;
 use crate::error::LockError;
 use crate::guard::LockGuard;
+use crate::info::LockInfo;
 use crate::key::{LockKey, LockName, Namespace};
 use crate::loss::loss_channel;
 use crate::options::{LockOptions, LockerOptions, WaitLimit};
@@ -145,16 +146,11 @@ impl Locker {
     /// Removes the lock on `key` whoever holds it: an operator's override
     /// for a holder known to be dead. The holder's guard reports the loss.
     /// Returns whether a lock was removed. Fails with
-    /// [`LockError::InvalidConfig`] where the backend cannot do this (see
+    /// [`LockError::NotSupported`] where the store cannot do this (see
     /// [`Capabilities::force_release`]).
     pub async fn force_release(&self, key: &str) -> Result<bool, LockError> {
         let name = self.name(key)?;
         self.backend.force_release(&name).await
-    }
-
-    /// The backend's raw lock+release operations, for benchmark floors.
-    pub async fn floor_probe(&self) -> Result<Option<Box<dyn FloorProbe>>, LockError> {
-        self.backend.floor_probe().await
     }
 
     /// The full name of `key` in this locker's namespace.

@@ -13,28 +13,71 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
+use crate::backend::Capability::{Expiry, ForceRelease, NotifiedWakeups, PerLockExpiry};
 use crate::backend::{
-    AcquireRequest, Acquired, Backend, Capabilities, HeldLock, LockInfo, Renewal,
+    acquire_with_retries, AcquireRequest, Acquired, Attempt, Backend, Backoff, Capabilities,
+    HeldLock, LossReporter, Renewal, Store as StorePlugin, TryAcquire, WakeRegistry,
+    WakeSubscription,
 };
-use crate::backoff::Backoff;
 use crate::error::LockError;
+use crate::info::LockInfo;
 use crate::key::LockName;
-use crate::loss::{LossReason, LossReporter};
+use crate::loss::LossReason;
 use crate::owner::OwnerId;
 use crate::token::FencingToken;
-use crate::wait::{acquire_with_retries, Attempt, TryAcquire, WakeRegistry, WakeSubscription};
+use crate::url::StoreUrl;
 
-/// URL scheme of the memory backend.
+/// URL scheme of the memory store.
 pub const MEMORY_SCHEME: &str = "mem";
+
+/// The memory store's plug-in: `mem://NAME` (`mem://` is the store called
+/// `default`); the URL takes a store name only.
+#[derive(Clone, Copy, Debug)]
+pub struct MemoryStore;
+
+/// Settings of a `mem://` URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryConfig {
+    /// The name the store is shared under in this process.
+    pub name: String,
+}
+
+impl StorePlugin for MemoryStore {
+    const NAME: &'static str = "memory";
+    const SCHEMES: &'static [&'static str] = &[MEMORY_SCHEME];
+    type Config = MemoryConfig;
+
+    fn config(url: &mut StoreUrl) -> Result<MemoryConfig, LockError> {
+        let url = url.url();
+        if !url.username().is_empty() || url.password().is_some() || url.port().is_some() {
+            return Err(LockError::invalid_config(
+                "mem:// URLs take only a store name: mem://NAME",
+            ));
+        }
+        if !matches!(url.path(), "" | "/") {
+            return Err(LockError::invalid_config(format!(
+                "mem:// URLs take no path, got `{}`",
+                url.path()
+            )));
+        }
+        Ok(MemoryConfig {
+            name: url.host_str().unwrap_or("default").to_owned(),
+        })
+    }
+
+    async fn open(config: MemoryConfig) -> Result<Arc<dyn Backend>, LockError> {
+        Ok(Arc::new(MemoryBackend::named(&config.name)))
+    }
+}
 
 /// A lock store in this process's memory. See the module docs.
 #[derive(Clone, Debug)]
 pub struct MemoryBackend {
-    store: Arc<Store>,
+    store: Arc<Shared>,
 }
 
 #[derive(Debug, Default)]
-struct Store {
+struct Shared {
     name: String,
     state: Mutex<State>,
     wakes: WakeRegistry,
@@ -63,7 +106,7 @@ impl Entry {
 impl MemoryBackend {
     /// The process-wide store called `name`, created on first use.
     pub fn named(name: &str) -> Self {
-        static STORES: OnceLock<Mutex<HashMap<String, Weak<Store>>>> = OnceLock::new();
+        static STORES: OnceLock<Mutex<HashMap<String, Weak<Shared>>>> = OnceLock::new();
         let mut stores = STORES
             .get_or_init(Default::default)
             .lock()
@@ -71,30 +114,13 @@ impl MemoryBackend {
         if let Some(store) = stores.get(name).and_then(Weak::upgrade) {
             return Self { store };
         }
-        let store = Arc::new(Store {
+        let store = Arc::new(Shared {
             name: name.to_owned(),
-            ..Store::default()
+            ..Shared::default()
         });
         stores.retain(|_, weak| weak.strong_count() > 0);
         stores.insert(name.to_owned(), Arc::downgrade(&store));
         Self { store }
-    }
-
-    /// Opens the store a `mem://NAME` URL names (`mem://` is the store
-    /// called `default`). Paths and user info are rejected.
-    pub fn from_url(url: &url::Url) -> Result<Self, LockError> {
-        if !url.username().is_empty() || url.password().is_some() || url.port().is_some() {
-            return Err(LockError::invalid_config(
-                "mem:// URLs take only a store name: mem://NAME",
-            ));
-        }
-        if !matches!(url.path(), "" | "/") {
-            return Err(LockError::invalid_config(format!(
-                "mem:// URLs take no path, got `{}`",
-                url.path()
-            )));
-        }
-        Ok(Self::named(url.host_str().unwrap_or("default")))
     }
 }
 
@@ -105,7 +131,7 @@ impl MemoryBackend {
     }
 }
 
-impl Store {
+impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -122,13 +148,7 @@ impl Backend for MemoryBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            expiry: true,
-            per_lock_expiry: true,
-            force_release: true,
-            notified_wakeups: true,
-            ..Capabilities::default()
-        }
+        Capabilities::of(&[Expiry, PerLockExpiry, ForceRelease, NotifiedWakeups])
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
@@ -151,7 +171,7 @@ impl Backend for MemoryBackend {
             return Ok(false);
         };
         entry.reporter.report(LossReason::TakenAway);
-        self.store.wakes.wake(&Store::wake_key(name));
+        self.store.wakes.wake(&Shared::wake_key(name));
         Ok(entry.live(Instant::now()))
     }
 }
@@ -159,7 +179,7 @@ impl Backend for MemoryBackend {
 #[async_trait]
 impl TryAcquire for MemoryBackend {
     async fn watch_releases(&self, name: &LockName) -> Result<WakeSubscription, LockError> {
-        Ok(self.store.wakes.subscribe(&Store::wake_key(name)))
+        Ok(self.store.wakes.subscribe(&Shared::wake_key(name)))
     }
 
     async fn try_acquire_once(&self, request: &AcquireRequest) -> Result<Attempt, LockError> {
@@ -204,7 +224,7 @@ impl TryAcquire for MemoryBackend {
 /// One lock held in a memory store.
 #[derive(Debug)]
 struct MemoryHeld {
-    store: Arc<Store>,
+    store: Arc<Shared>,
     name: LockName,
     owner: OwnerId,
 }
@@ -226,7 +246,7 @@ impl MemoryHeld {
         }
         let was_live = state.locks.remove(&self.name).is_some_and(|e| e.live(now));
         drop(state);
-        self.store.wakes.wake(&Store::wake_key(&self.name));
+        self.store.wakes.wake(&Shared::wake_key(&self.name));
         Some(was_live)
     }
 }
@@ -277,9 +297,9 @@ mod tests {
 
     #[test]
     fn url_forms() {
-        let parse = |u: &str| MemoryBackend::from_url(&url::Url::parse(u).unwrap());
-        assert_eq!(parse("mem://").unwrap().store.name, "default");
-        assert_eq!(parse("mem://jobs").unwrap().store.name, "jobs");
+        let parse = |u: &str| crate::url::parse::<MemoryStore>(u).map(|p| p.config.name);
+        assert_eq!(parse("mem://").unwrap(), "default");
+        assert_eq!(parse("mem://jobs").unwrap(), "jobs");
         assert!(parse("mem://jobs/extra").is_err());
         assert!(parse("mem://u:p@jobs").is_err());
     }

@@ -84,7 +84,7 @@ impl LockOptions {
     /// unless [`LockGuard::extend`](crate::LockGuard::extend) is called; the
     /// guard reports it lost when it runs out. Backends whose locks live as
     /// long as a store session (etcd, ZooKeeper) ignore this, see
-    /// [`Capabilities::per_lock_expiry`](crate::Capabilities::per_lock_expiry).
+    /// [`Capabilities::per_lock_expiry`](crate::backend::Capabilities::per_lock_expiry).
     pub fn auto_renew(mut self, renew: bool) -> Self {
         self.auto_renew = renew;
         self

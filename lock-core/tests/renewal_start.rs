@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{Locker, LockerOptions, MemoryBackend};
+use lock_core::memory::MemoryBackend;
+use lock_core::{Locker, LockerOptions};
 
 const TTL: Duration = Duration::from_millis(300);
 
@@ -61,20 +62,20 @@ struct LateReplies {
     delay: Duration,
 }
 
-#[lock_core::async_trait]
-impl lock_core::Backend for LateReplies {
+#[lock_core::backend::async_trait]
+impl lock_core::backend::Backend for LateReplies {
     fn name(&self) -> &'static str {
         "late-replies"
     }
 
-    fn capabilities(&self) -> lock_core::Capabilities {
+    fn capabilities(&self) -> lock_core::backend::Capabilities {
         self.inner.capabilities()
     }
 
     async fn acquire(
         &self,
-        request: &lock_core::AcquireRequest,
-    ) -> Result<Option<lock_core::Acquired>, lock_core::LockError> {
+        request: &lock_core::backend::AcquireRequest,
+    ) -> Result<Option<lock_core::backend::Acquired>, lock_core::LockError> {
         let acquired = self.inner.acquire(request).await?;
         tokio::time::sleep(self.delay).await;
         Ok(acquired)

@@ -6,14 +6,12 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use etcd_client::{Client, Compare, CompareOp, GetOptions, SortOrder, SortTarget, Txn, TxnOp};
-use lock_core::{
-    AcquireRequest, Acquired, Backend, Capabilities, FencingToken, FloorProbe, LockError, LockInfo,
-    LockName, WaitMode,
-};
+use lock_core::backend::Capability::{Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote};
+use lock_core::backend::{AcquireRequest, Acquired, Backend, Capabilities, WaitMode};
+use lock_core::{FencingToken, LockError, LockInfo, LockName};
 
 use crate::client::{connect, with_retries};
 use crate::config::EtcdConfig;
-use crate::floor::EtcdFloorProbe;
 use crate::keys;
 use crate::names::EntryNames;
 use crate::queue::{self, run_txn};
@@ -116,15 +114,9 @@ impl Backend for EtcdBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let mut capabilities = Capabilities::default();
-        capabilities.expiry = true;
         // Locks live as long as the session lease, not each on its own:
-        // `per_lock_expiry` stays false.
-        capabilities.force_release = true;
-        capabilities.notified_wakeups = true;
-        capabilities.fifo = true;
-        capabilities.remote = true;
-        capabilities
+        // no `per_lock_expiry`.
+        Capabilities::of(&[Expiry, ForceRelease, NotifiedWakeups, Fifo, Remote])
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
@@ -166,11 +158,6 @@ impl Backend for EtcdBackend {
         let response =
             run_txn(&self.shared.client, deadline, "cannot remove the lock", txn).await?;
         Ok(response.succeeded())
-    }
-
-    async fn floor_probe(&self) -> Result<Option<Box<dyn FloorProbe>>, LockError> {
-        let probe = EtcdFloorProbe::connect(&self.shared.config).await?;
-        Ok(Some(Box::new(probe)))
     }
 }
 

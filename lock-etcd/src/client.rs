@@ -6,6 +6,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use lock_core::backend::Backoff;
 use lock_core::LockError;
 
 use crate::config::EtcdConfig;
@@ -37,12 +38,14 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client, LockError> {
             .with_auto_token_refresh(true);
     }
     if let Some(tls) = &config.tls {
-        let mut tls_options = TlsOptions::new()
-            .ca_certificate(Certificate::from_pem(tls.ca.contents.expose().as_bytes()));
-        if let Some((cert, key)) = &tls.identity {
+        let mut tls_options = TlsOptions::new();
+        if let Some(ca) = &tls.ca {
+            tls_options = tls_options.ca_certificate(Certificate::from_pem(ca.bytes()));
+        }
+        if let Some(identity) = &tls.identity {
             tls_options = tls_options.identity(Identity::from_pem(
-                cert.contents.expose().as_bytes(),
-                key.contents.expose().as_bytes(),
+                identity.cert.bytes(),
+                identity.key.bytes(),
             ));
         }
         options = options.with_tls(tls_options);
@@ -55,7 +58,7 @@ pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client, LockError> {
         .is_some_and(|tls| tls.identity.is_none())
     {
         // A server with --client-cert-auth just drops the connection.
-        context.push_str(" (no client certificate given: if the server requires one, set cert_file and key_file)");
+        context.push_str(" (no client certificate given: if the server requires one, set tls_cert_file and tls_key_file)");
     }
     Client::connect(&config.endpoints, Some(options))
         .await
@@ -169,17 +172,18 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, etcd_client::Error>>,
 {
-    let mut pause = FIRST_RETRY;
+    let mut pauses = Backoff::exponential(FIRST_RETRY, LONGEST_RETRY).delays();
     loop {
         let error = match op().await {
             Ok(value) => return Ok(value),
             Err(error) => map_error(context, error),
         };
-        if !error.is_retriable() || Instant::now() + pause >= deadline {
-            return Err(error);
+        match pauses.next() {
+            Some(pause) if error.is_retriable() && Instant::now() + pause < deadline => {
+                tracing::debug!(%error, "distlock: etcd request failed, retrying");
+                tokio::time::sleep(pause).await;
+            }
+            _ => return Err(error),
         }
-        tracing::debug!(%error, "distlock: etcd request failed, retrying");
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(LONGEST_RETRY);
     }
 }

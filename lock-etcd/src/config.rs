@@ -2,66 +2,24 @@
 //!
 //! ```text
 //! etcd://[user:password@]host[:port][,host[:port]...][/]?option=value&...
-//! etcds://...   (TLS; with ca_file, cert_file, key_file)
+//! etcds://...   (TLS; with tls_ca_file, and tls_cert_file + tls_key_file)
 //! ```
 //!
-//! Options besides the common ones (`ttl`, `namespace`, `wait`,
-//! `connect_timeout`): `response_timeout` (each request, default 5 s),
-//! `user` and `password` (instead of the URL's user info), and for
-//! `etcds://` `ca_file`, `cert_file` and `key_file` (PEM files, read when
-//! the URL is parsed).
+//! Options besides the common ones: `response_timeout` (each request,
+//! default 5 s), `user` and `password` (instead of the URL's user info),
+//! and for `etcds://` the PEM files `tls_ca_file` (required),
+//! `tls_cert_file` and `tls_key_file` (also spelt `ca_file`, `cert_file`,
+//! `key_file`), read when the URL is parsed.
 
-use std::fmt;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use lock_core::{redacted, CommonOptions, LockError, LockUrl, Secret, UrlCredentials, UrlOptions};
+use lock_core::url::{Secret, StoreUrl, TlsFiles, UrlCredentials};
+use lock_core::LockError;
 
 /// The port used when a host has none.
 pub const DEFAULT_PORT: u16 = 2379;
 /// How long one request may take when `response_timeout` is not given.
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A PEM file read when the URL was parsed, remembered with its path.
-#[derive(Clone, PartialEq, Eq)]
-pub struct PemFile {
-    /// Where it was read from (shown in `Debug` and errors).
-    pub path: PathBuf,
-    /// Its contents; a private key's are secret.
-    pub contents: Secret,
-}
-
-impl PemFile {
-    fn read(option: &str, path: &Path) -> Result<Self, LockError> {
-        let contents = std::fs::read_to_string(path).map_err(|e| {
-            LockError::invalid_config(format!(
-                "option `{option}`: cannot read {}: {e}",
-                path.display()
-            ))
-        })?;
-        Ok(Self {
-            path: path.to_owned(),
-            contents: Secret::new(contents),
-        })
-    }
-}
-
-impl fmt::Debug for PemFile {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.path, f)
-    }
-}
-
-/// TLS settings of an `etcds://` URL.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TlsFiles {
-    /// `ca_file`: the CA that signed the servers' certificates (required:
-    /// no system trust store is loaded, so servers are trusted only by it).
-    pub ca: PemFile,
-    /// `cert_file` and `key_file`: the client certificate and its key, for
-    /// servers started with `--client-cert-auth`.
-    pub identity: Option<(PemFile, PemFile)>,
-}
 
 /// Everything needed to connect to an etcd cluster.
 ///
@@ -70,7 +28,7 @@ pub struct TlsFiles {
 pub struct EtcdConfig {
     /// `http://host:port` or `https://host:port`, one per cluster member.
     pub endpoints: Vec<String>,
-    /// TLS files (`etcds://` only).
+    /// TLS files (`etcds://` only); the CA file is always there.
     pub tls: Option<TlsFiles>,
     /// User name for etcd's authentication.
     pub user: Option<String>,
@@ -99,119 +57,42 @@ impl EtcdConfig {
         }
     }
 
-    /// Reads an `etcd://` or `etcds://` URL: hosts, user info, and the
-    /// options this backend knows (taken from `options`; the caller calls
-    /// [`UrlOptions::finish`] afterwards). Errors are
-    /// [`LockError::InvalidConfig`] and never contain the password.
-    pub fn from_url(
-        url: &LockUrl,
-        options: &mut UrlOptions,
-        common: &CommonOptions,
-    ) -> Result<Self, LockError> {
-        let shown = redacted(&url.url);
-        let bad = |why: String| LockError::invalid_config(format!("`{shown}`: {why}"));
-        let tls = match url.scheme() {
-            "etcd" => false,
-            "etcds" => true,
-            other => return Err(bad(format!("`{other}://` is not an etcd scheme"))),
-        };
-        if url.hosts.is_empty() {
-            return Err(bad("no host given".into()));
-        }
-        if !matches!(url.url.path(), "" | "/") {
-            return Err(bad(format!(
+    /// Reads an `etcd://` or `etcds://` URL; called through
+    /// `lock_core::url::parse`.
+    pub(crate) fn from_url(url: &mut StoreUrl) -> Result<Self, LockError> {
+        let hosts = url.hosts_with_port(DEFAULT_PORT)?;
+        if !matches!(url.path(), "" | "/") {
+            return Err(url.invalid(format!(
                 "etcd URLs take no path (got `{}`); use the `namespace` option",
-                url.url.path()
+                url.path()
             )));
         }
-        let scheme = if tls { "https" } else { "http" };
-        let endpoints = url
-            .hosts
-            .iter()
-            .map(|h| {
-                let host = if h.host.contains(':') {
-                    format!("[{}]", h.host)
-                } else {
-                    h.host.clone()
-                };
-                format!("{scheme}://{host}:{}", h.port.unwrap_or(DEFAULT_PORT))
-            })
-            .collect();
-        let (user, password) =
-            credentials(url, options).map_err(|e| e.in_config(&format!("`{shown}`")))?;
-        let response_timeout = options
-            .take_positive_duration("response_timeout")?
-            .unwrap_or(DEFAULT_RESPONSE_TIMEOUT);
-        let tls_files = tls_files(options, tls).map_err(|e| match e {
-            TlsError::Config(why) => bad(why),
-            TlsError::Read(error) => error,
-        })?;
+        let tls = url.tls(&["etcds"])?;
+        if let Some(files) = &tls {
+            files.required_ca("etcds")?;
+        }
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let endpoints = hosts.iter().map(|h| format!("{scheme}://{h}")).collect();
+        let (user, password) = match url.credentials()? {
+            UrlCredentials {
+                user: None,
+                password: Some(_),
+            } => return Err(url.invalid("a password needs a user name")),
+            UrlCredentials {
+                user: Some(_),
+                password: None,
+            } => return Err(url.invalid("user name given without a password")),
+            UrlCredentials { user, password } => (user, password),
+        };
         Ok(Self {
             endpoints,
-            tls: tls_files,
+            tls,
             user,
             password,
-            connect_timeout: common.connect_timeout,
-            response_timeout,
+            connect_timeout: url.common().connect_timeout,
+            response_timeout: url.response_timeout(DEFAULT_RESPONSE_TIMEOUT)?,
         })
     }
-}
-
-/// The user and password (URL user info or options): etcd wants both or
-/// neither.
-fn credentials(
-    url: &LockUrl,
-    options: &mut UrlOptions,
-) -> Result<(Option<String>, Option<Secret>), LockError> {
-    let UrlCredentials { user, password } = UrlCredentials::take(url, options)?;
-    match (&user, &password) {
-        (None, Some(_)) => Err(LockError::invalid_config("a password needs a user name")),
-        (Some(_), None) => Err(LockError::invalid_config(
-            "user name given without a password",
-        )),
-        _ => Ok((user, password)),
-    }
-}
-
-enum TlsError {
-    Config(String),
-    Read(LockError),
-}
-
-fn tls_files(options: &mut UrlOptions, tls: bool) -> Result<Option<TlsFiles>, TlsError> {
-    let ca = options.take("ca_file");
-    let cert = options.take("cert_file");
-    let key = options.take("key_file");
-    if !tls {
-        if let Some(name) = [("ca_file", &ca), ("cert_file", &cert), ("key_file", &key)]
-            .iter()
-            .find_map(|(name, value)| value.is_some().then_some(*name))
-        {
-            return Err(TlsError::Config(format!(
-                "option `{name}` needs the TLS scheme etcds://"
-            )));
-        }
-        return Ok(None);
-    }
-    if cert.is_some() != key.is_some() {
-        return Err(TlsError::Config(
-            "options `cert_file` and `key_file` go together".into(),
-        ));
-    }
-    let Some(ca) = ca else {
-        return Err(TlsError::Config(
-            "etcds:// needs option `ca_file`: the CA that signed the servers' certificates".into(),
-        ));
-    };
-    let read = |option: &str, path: String| {
-        PemFile::read(option, Path::new(&path)).map_err(TlsError::Read)
-    };
-    let ca = read("ca_file", ca)?;
-    let identity = match cert.zip(key) {
-        Some((cert, key)) => Some((read("cert_file", cert)?, read("key_file", key)?)),
-        None => None,
-    };
-    Ok(Some(TlsFiles { ca, identity }))
 }
 
 #[cfg(test)]
@@ -219,12 +100,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<EtcdConfig, LockError> {
-        let url = LockUrl::parse(text)?;
-        let mut options = UrlOptions::parse(&url.url)?;
-        let common = options.take_common()?;
-        let config = EtcdConfig::from_url(&url, &mut options, &common)?;
-        options.finish()?;
-        Ok(config)
+        Ok(lock_core::url::parse::<crate::EtcdStore>(text)?.config)
     }
 
     fn error(text: &str) -> String {
@@ -279,10 +155,10 @@ mod tests {
         .unwrap();
         assert_eq!(c.endpoints, ["https://h:2379"]);
         let tls = c.tls.clone().unwrap();
-        assert_eq!(tls.ca.contents.expose(), "PEM ca.pem");
-        let (cert, key) = tls.identity.unwrap();
-        assert_eq!(cert.contents.expose(), "PEM cert.pem");
-        assert_eq!(key.contents.expose(), "PEM key.pem");
+        assert_eq!(tls.ca.unwrap().contents.expose(), "PEM ca.pem");
+        let identity = tls.identity.unwrap();
+        assert_eq!(identity.cert.contents.expose(), "PEM cert.pem");
+        assert_eq!(identity.key.contents.expose(), "PEM key.pem");
         let shown = format!("{c:?}");
         assert!(!shown.contains("PEM key.pem"), "{shown}");
         assert!(shown.contains("key.pem"), "{shown}");
@@ -307,7 +183,8 @@ mod tests {
             ("etcd://u:pw1@h/app", "no path"),
             ("etcd://u:pw1@h?ca_file=/x", "needs the TLS scheme"),
             ("etcds://u:pw1@h?ca_file=/x&cert_file=/x", "go together"),
-            ("etcds://u:pw1@h", "needs option `ca_file`"),
+            ("etcds://u:pw1@h", "needs option `tls_ca_file`"),
+            ("etcds://u:pw1@h?ca_file=/x&tls_ca_file=/y", "mean the same"),
             (
                 "etcds://u:pw1@h?ca_file=/nonexistent/ca.pem",
                 "cannot read /nonexistent/ca.pem",
@@ -327,10 +204,10 @@ mod tests {
 
     #[test]
     fn other_schemes_are_refused() {
-        let url = LockUrl::parse("redis://h").unwrap();
-        let mut options = UrlOptions::parse(&url.url).unwrap();
-        let common = options.take_common().unwrap();
-        let error = EtcdConfig::from_url(&url, &mut options, &common).unwrap_err();
-        assert!(error.to_string().contains("not an etcd scheme"), "{error}");
+        let error = parse("redis://h").unwrap_err();
+        assert!(
+            error.to_string().contains("not a scheme of the etcd store"),
+            "{error}"
+        );
     }
 }

@@ -6,7 +6,7 @@
 //! `etcdctl del`): the holder watches its own entry on the backend's watch
 //! hub and reports [`LossReason::TakenAway`] when it goes.
 //!
-//! [`Renewal::Managed`]: lock_core::Renewal::Managed
+//! [`Renewal::Managed`]: lock_core::backend::Renewal::Managed
 
 use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -15,9 +15,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
-use lock_core::{
-    spawn_detached, AcquireRequest, HeldLock, LockError, LossReason, LossReporter, WaitMode,
+use lock_core::backend::{
+    spawn_detached, AcquireRequest, Backoff, HeldLock, LossReporter, WaitMode,
 };
+use lock_core::{LockError, LossReason};
 
 use crate::backend::Shared;
 use crate::client::with_retries;
@@ -217,12 +218,15 @@ async fn release_in_background(
     token: i64,
     lease: Arc<Lease>,
 ) {
-    let mut pause = Duration::from_millis(100);
-    while !lease.is_lost() {
+    let pauses = Backoff::exponential(Duration::from_millis(100), Duration::from_secs(2));
+    for pause in pauses.delays() {
+        if lease.is_lost() {
+            break;
+        }
         tokio::time::sleep(pause).await;
         let deadline = shared.retry_deadline(WaitMode::Try);
         match compare_and_delete(&shared, name.key(), token, &lease, deadline).await {
-            Err(error) if error.is_retriable() => pause = (pause * 2).min(Duration::from_secs(2)),
+            Err(error) if error.is_retriable() => {}
             Err(error) => {
                 tracing::warn!(%error, "distlock: giving up releasing an etcd lock; it ends with its session");
                 return;

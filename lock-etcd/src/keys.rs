@@ -14,7 +14,7 @@ use lock_core::LockName;
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 
 /// The first segment of every key this backend writes.
-pub const ROOT: &str = "distlock";
+pub(crate) const ROOT: &str = "distlock";
 
 /// Bytes escaped in a lock key: `%` (the escape itself), `/` (the segment
 /// separator), and — by `utf8_percent_encode` itself — controls and every
@@ -22,7 +22,7 @@ pub const ROOT: &str = "distlock";
 const SEGMENT: &AsciiSet = &CONTROLS.add(b'%').add(b'/');
 
 /// The prefix under which the queue of `name` lives, ending in `/`.
-pub fn queue_prefix(name: &LockName) -> Vec<u8> {
+pub(crate) fn queue_prefix(name: &LockName) -> Vec<u8> {
     let key = utf8_percent_encode(name.key().as_str(), SEGMENT);
     format!("{ROOT}/{}/{key}/", name.namespace()).into_bytes()
 }
@@ -32,12 +32,6 @@ pub(crate) fn queue_entry(prefix: &[u8], lease: i64, n: u32) -> Vec<u8> {
     let mut key = prefix.to_vec();
     key.extend_from_slice(format!("{lease:016x}-{n}").as_bytes());
     key
-}
-
-/// Where the benchmark floor probe writes for `name`: outside every queue.
-pub(crate) fn floor_key(name: &LockName) -> Vec<u8> {
-    let key = utf8_percent_encode(name.key().as_str(), SEGMENT);
-    format!("{ROOT}-floor/{}/{key}", name.namespace()).into_bytes()
 }
 
 /// The end of the key range of everything starting with `prefix` (etcd's
@@ -98,11 +92,5 @@ mod tests {
         let b = String::from_utf8(queue_entry(&prefix, 0xabc, 12)).unwrap();
         assert_eq!(a, "distlock/ns/k/0000000000000abc-0");
         assert_eq!(b, "distlock/ns/k/0000000000000abc-12");
-    }
-
-    #[test]
-    fn the_floor_probe_stays_outside_every_queue() {
-        let floor = floor_key(&name("k"));
-        assert!(!floor.starts_with(format!("{ROOT}/").as_bytes()));
     }
 }

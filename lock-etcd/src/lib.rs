@@ -2,10 +2,9 @@
 
 mod backend;
 mod client;
-pub mod config;
-mod floor;
+mod config;
 mod held;
-pub mod keys;
+mod keys;
 mod names;
 mod queue;
 mod session;
@@ -13,16 +12,28 @@ mod watch;
 
 use std::sync::Arc;
 
-use lock_core::{Backend, LockError};
+use lock_core::backend::{Backend, Store};
+use lock_core::url::StoreUrl;
+use lock_core::LockError;
 
 pub use backend::EtcdBackend;
-pub use config::{EtcdConfig, PemFile, TlsFiles};
-pub use lock_core::Secret;
+pub use config::{EtcdConfig, DEFAULT_PORT, DEFAULT_RESPONSE_TIMEOUT};
 
-/// The URL schemes this crate serves: `etcd://` and `etcds://` (TLS).
-pub const SCHEMES: &[&str] = &["etcd", "etcds"];
+/// The etcd store's plug-in: `etcd://` and `etcds://` (TLS) URLs, read
+/// into an [`EtcdConfig`] and opened as an [`EtcdBackend`].
+#[derive(Clone, Copy, Debug)]
+pub struct EtcdStore;
 
-/// Opens an [`EtcdBackend`] on the cluster `config` describes.
-pub async fn open(config: EtcdConfig) -> Result<Arc<dyn Backend>, LockError> {
-    Ok(Arc::new(EtcdBackend::connect(config).await?))
+impl Store for EtcdStore {
+    const NAME: &'static str = "etcd";
+    const SCHEMES: &'static [&'static str] = &["etcd", "etcds"];
+    type Config = EtcdConfig;
+
+    fn config(url: &mut StoreUrl) -> Result<EtcdConfig, LockError> {
+        EtcdConfig::from_url(url)
+    }
+
+    async fn open(config: EtcdConfig) -> Result<Arc<dyn Backend>, LockError> {
+        Ok(Arc::new(EtcdBackend::connect(config).await?))
+    }
 }

@@ -17,7 +17,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, LeaseClient, LeaseKeepAliveStream, LeaseKeeper};
-use lock_core::{clock_drift, spawn_detached, LockError, LossReason, LossReporter};
+use lock_core::backend::{clock_drift, spawn_detached, LossReporter};
+use lock_core::{LockError, LossReason};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 

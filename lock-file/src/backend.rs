@@ -10,11 +10,11 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use lock_core::{
+use lock_core::backend::{
     acquire_with_retries, AcquireRequest, Acquired, Attempt, Backend, Backoff, Capabilities,
-    FencingToken, FloorProbe, LockError, LockInfo, LockName, Renewal, TryAcquire, WakeRegistry,
-    WakeSubscription,
+    Renewal, TryAcquire, WakeRegistry, WakeSubscription,
 };
+use lock_core::{FencingToken, LockError, LockInfo, LockName};
 
 use crate::config::{FileConfig, FILE_SCHEME};
 use crate::held::FileHeld;
@@ -130,7 +130,7 @@ impl Backend for FileBackend {
     /// broken, waiters in other processes poll, no order among waiters,
     /// no network.
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
+        Capabilities::of(&[])
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
@@ -156,12 +156,6 @@ impl Backend for FileBackend {
                 Ok(Some(LockInfo::new(owner, FencingToken::new(token), None)))
             }
         }
-    }
-
-    async fn floor_probe(&self) -> Result<Option<Box<dyn FloorProbe>>, LockError> {
-        Ok(Some(Box::new(FileFloorProbe {
-            backend: self.clone(),
-        })))
     }
 }
 
@@ -215,33 +209,6 @@ impl TryAcquire for FileBackend {
     /// [`POLL_INITIAL`] to [`POLL_CAP`], with jitter.
     fn poll_policy(&self) -> Backoff {
         Backoff::exponential(POLL_INITIAL, POLL_CAP).with_jitter()
-    }
-}
-
-/// The raw syscalls of one uncontended lock+release, for benchmark floors.
-#[derive(Debug)]
-struct FileFloorProbe {
-    backend: FileBackend,
-}
-
-#[async_trait]
-impl FloorProbe for FileFloorProbe {
-    fn describe(&self) -> String {
-        "open + flock + unlock + close".to_owned()
-    }
-
-    async fn lock_release_once(&self, name: &LockName) -> Result<(), LockError> {
-        let path = self.backend.lock_path(name);
-        match lockfile::lock_unlock_once(&path) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(LockError::backend(
-                format!("floor probe: `{}` is locked", path.display()),
-                io::Error::from(io::ErrorKind::WouldBlock),
-            )),
-            Err(error) => Err(self
-                .backend
-                .io_error("floor probe cannot lock", &path, error)),
-        }
     }
 }
 

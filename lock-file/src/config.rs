@@ -3,7 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use lock_core::{LockError, UrlOptions};
+use lock_core::url::StoreUrl;
+use lock_core::LockError;
 
 /// URL scheme of the file backend: `file:///path/to/dir`.
 pub const FILE_SCHEME: &str = "file";
@@ -40,22 +41,20 @@ impl FileConfig {
     }
 
     /// Reads a `file:///absolute/dir` URL (percent-decoded path; host empty
-    /// or `localhost`) and takes this backend's options (`fsync`,
-    /// `check_interval`) from `options`. Leaves the rest of `options` to the
-    /// caller, which rejects unknown ones with [`UrlOptions::finish`].
+    /// or `localhost`) and takes this store's options (`fsync`,
+    /// `check_interval`); called by [`FileStore`](crate::FileStore)
+    /// through `lock_core::url::parse`.
     ///
     /// Fails with [`LockError::InvalidConfig`] naming the problem: another
     /// scheme, a host (as in the relative-looking `file://dir`), user info,
     /// a port, a fragment, no directory (`file://`, `file:///`), or a bad
     /// option value. The directory itself is checked by
     /// [`FileBackend::open`](crate::FileBackend::open).
-    pub fn from_url(url: &url::Url, options: &mut UrlOptions) -> Result<Self, LockError> {
+    pub(crate) fn from_url(store_url: &mut StoreUrl) -> Result<Self, LockError> {
         let invalid = |problem: String| {
             LockError::invalid_config(format!("{problem}; expected file:///absolute/path/to/dir"))
         };
-        if url.scheme() != FILE_SCHEME {
-            return Err(invalid(format!("`{}://` is not a file URL", url.scheme())));
-        }
+        let url = store_url.url();
         // Never echo user info: it may be a password.
         if !url.username().is_empty() || url.password().is_some() {
             return Err(invalid("file:// URLs take no user name or password".into()));
@@ -83,6 +82,7 @@ impl FileConfig {
                     .into(),
             ));
         }
+        let options = store_url.options();
         Ok(Self {
             dir,
             fsync: options.take_bool("fsync")?.unwrap_or(false),
@@ -103,14 +103,9 @@ impl FileConfig {
 mod tests {
     use super::*;
 
-    /// Parses like the facade does: URL, backend options, then `finish`.
+    /// Parses as `connect` does.
     fn parse(url: &str) -> Result<FileConfig, LockError> {
-        let url = url::Url::parse(url).expect("a URL");
-        let mut options = UrlOptions::parse(&url)?;
-        let _common = options.take_common()?;
-        let config = FileConfig::from_url(&url, &mut options)?;
-        options.finish()?;
-        Ok(config)
+        Ok(lock_core::url::parse::<crate::FileStore>(url)?.config)
     }
 
     fn rejected(url: &str) -> String {
@@ -178,14 +173,8 @@ mod tests {
     #[test]
     fn user_info_is_rejected_without_echoing_it() {
         for url in ["file://user:secret@host/dir", "file://user@localhost/dir"] {
-            match url::Url::parse(url) {
-                // The URL parser may already refuse it; either way no lock dir.
-                Err(_) => {}
-                Ok(_) => {
-                    let reason = rejected(url);
-                    assert!(!reason.contains("secret"), "{reason}");
-                }
-            }
+            let reason = rejected(url);
+            assert!(!reason.contains("secret"), "{reason}");
         }
     }
 
@@ -206,9 +195,7 @@ mod tests {
 
     #[test]
     fn other_schemes_are_rejected() {
-        let url = url::Url::parse("mem://x").unwrap();
-        let mut options = UrlOptions::parse(&url).unwrap();
-        assert!(FileConfig::from_url(&url, &mut options).is_err());
+        assert!(rejected("mem://x").contains("not a scheme of the file store"));
     }
 
     #[test]

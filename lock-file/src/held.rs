@@ -6,7 +6,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{HeldLock, LockError, LossReason};
+use lock_core::backend::HeldLock;
+use lock_core::{LockError, LossReason};
 
 use crate::backend::wakes;
 use crate::lockfile::LockedFile;

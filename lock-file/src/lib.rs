@@ -10,10 +10,34 @@ mod lockfile;
 mod names;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use lock_core::backend::{Backend, Store};
+use lock_core::url::StoreUrl;
+use lock_core::LockError;
 
 pub use backend::{FileBackend, DIR_MODE, POLL_CAP, POLL_INITIAL, UNKNOWN_OWNER};
 pub use config::{FileConfig, FILE_SCHEME, MAX_DEFAULT_CHECK_INTERVAL};
 pub use lockfile::FILE_MODE;
+
+/// The file store's plug-in: `file:///absolute/dir` URLs, read into a
+/// [`FileConfig`] and opened as a [`FileBackend`].
+#[derive(Clone, Copy, Debug)]
+pub struct FileStore;
+
+impl Store for FileStore {
+    const NAME: &'static str = "file";
+    const SCHEMES: &'static [&'static str] = &[FILE_SCHEME];
+    type Config = FileConfig;
+
+    fn config(url: &mut StoreUrl) -> Result<FileConfig, LockError> {
+        FileConfig::from_url(url)
+    }
+
+    async fn open(config: FileConfig) -> Result<Arc<dyn Backend>, LockError> {
+        Ok(Arc::new(FileBackend::open(config)?))
+    }
+}
 
 /// The embedded default lock directory: `$XDG_RUNTIME_DIR/distlock` if
 /// `XDG_RUNTIME_DIR` is set to an absolute path, else

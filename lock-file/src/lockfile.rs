@@ -133,16 +133,6 @@ pub(crate) fn holder(path: &Path) -> io::Result<Holder> {
     read_record(&file).map(|(record, _)| Holder::Held(record))
 }
 
-/// The raw floor of one uncontended lock+release: open, lock, unlock, close.
-pub(crate) fn lock_unlock_once(path: &Path) -> io::Result<bool> {
-    let file = open_creating(path)?;
-    if !flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
-        return Ok(false);
-    }
-    flock(&file, libc::LOCK_UN)?;
-    Ok(true)
-}
-
 /// What a lock file records: the last token issued and its owner.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Record {
@@ -328,6 +318,16 @@ mod tests {
                 owner: Some("me/1/y".into())
             })
         );
+    }
+
+    /// Open, lock, unlock, close: whether the lock could be taken.
+    fn lock_unlock_once(path: &Path) -> io::Result<bool> {
+        let file = open_creating(path)?;
+        if !flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
+            return Ok(false);
+        }
+        flock(&file, libc::LOCK_UN)?;
+        Ok(true)
     }
 
     #[test]

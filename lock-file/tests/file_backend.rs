@@ -10,7 +10,8 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_core::{Backend, LockError, LockOptions, Locker, LockerOptions, LossReason, TryAcquire};
+use lock_core::backend::TryAcquire;
+use lock_core::{LockError, LockOptions, Locker, LockerOptions, LossReason};
 use lock_file::{FileBackend, FileConfig, UNKNOWN_OWNER};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -364,24 +365,6 @@ async fn a_lock_file_without_a_token_is_an_error_not_a_reset() {
     let guard = locks.try_lock("k").await.unwrap().expect("free once reset");
     assert_eq!(guard.token().get(), 1);
     guard.release().await.unwrap();
-}
-
-#[tokio::test]
-async fn floor_probe_locks_and_unlocks_the_same_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let backend = open(FileConfig::new(dir.path()));
-    let locks = locker(&backend);
-    let probe = backend.floor_probe().await.unwrap().expect("a probe");
-    assert_eq!(probe.describe(), "open + flock + unlock + close");
-    let name = locks.name("k").unwrap();
-    probe.lock_release_once(&name).await.unwrap();
-    let guard = locks.lock("k").await.unwrap();
-    assert!(
-        probe.lock_release_once(&name).await.is_err(),
-        "the probe took a held lock"
-    );
-    guard.release().await.unwrap();
-    probe.lock_release_once(&name).await.unwrap();
 }
 
 #[test]

@@ -5,18 +5,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use lock_core::{
-    acquire_with_retries, AcquireRequest, Acquired, Attempt, Backend, Capabilities, CleanupOnDrop,
-    FencingToken, FloorProbe, HeldLock, LockError, LockInfo, LockName, LossReason, Renewal,
+use lock_core::backend::Capability::{
+    Expiry, Fifo, ForceRelease, NotifiedWakeups, PerLockExpiry, Remote,
 };
+use lock_core::backend::{
+    acquire_with_retries, AcquireRequest, Acquired, Attempt, Backend, Capabilities, CleanupOnDrop,
+    HeldLock, Renewal,
+};
+use lock_core::{FencingToken, LockError, LockInfo, LockName, LossReason};
 
 use crate::config::{RedisConfig, Topology};
-use crate::conn::{self, Conn, Timeouts};
-use crate::floor::ConnFloorProbe;
+use crate::conn::{Conn, Timeouts};
 use crate::keys::LockKeys;
 use crate::pubsub::Listener;
 use crate::queue::{QueueMode, QueuedWait, WAITER_LIFE};
 use crate::renewal::{ConnTarget, HeldKeys, RenewalStats, Renewer};
+use crate::retry::CleanupRetry;
 use crate::scripts::{parse_inspect, parse_lock_value, scripts, AcquireReply};
 
 /// Locks on one Redis instance (`redis://`) or a Redis Cluster
@@ -35,21 +39,12 @@ pub(crate) struct Inner {
 }
 
 impl RedisBackend {
-    /// Connects to the instance or cluster `config` names and checks that
-    /// it answers. Fails with [`LockError::Unavailable`] if it does not,
-    /// [`LockError::InvalidConfig`] for a [`Topology::Redlock`] config or
-    /// bad credentials.
-    pub async fn connect(config: RedisConfig) -> Result<Self, LockError> {
+    /// Connects through `conn` (one instance or a cluster, as `config`
+    /// says) and checks that it answers. Fails with
+    /// [`LockError::Unavailable`] if it does not, [`LockError::InvalidConfig`]
+    /// for bad credentials.
+    pub(crate) async fn connect(conn: Conn, config: RedisConfig) -> Result<Self, LockError> {
         let timeouts = Timeouts::new(&config);
-        let conn = match config.topology {
-            Topology::Single => Conn::Single(conn::lazy_manager(&config, &config.nodes[0])?),
-            Topology::Cluster => Conn::Cluster(conn::cluster(&config).await?),
-            Topology::Redlock => {
-                return Err(LockError::invalid_config(
-                    "a redlock:// configuration needs RedlockBackend, not RedisBackend",
-                ))
-            }
-        };
         let what = format!("connect to Redis at {}", config.nodes[0]);
         let _: String = conn.query(timeouts, &what, &redis::cmd("PING")).await?;
         conn.preload_scripts(timeouts).await;
@@ -75,7 +70,7 @@ impl RedisBackend {
     }
 
     /// The renewal traffic so far: renewals asked for and the round trips
-    /// that carried them (see [`renewal`](crate::renewal)).
+    /// that carried them (see [`RenewalStats`]).
     pub fn renewal_stats(&self) -> RenewalStats {
         self.inner.renewer.stats()
     }
@@ -152,8 +147,8 @@ impl RedisBackend {
 /// answers or the lock would have expired anyway. For an acquisition that
 /// ended without the lock, whose owner id is never used again.
 pub(crate) async fn leave(inner: Arc<Inner>, keys: LockKeys, owner: String, ttl: Duration) {
-    let give_up = Instant::now() + ttl.max(WAITER_LIFE) * 2 + Duration::from_secs(5);
-    let mut delay = Duration::from_millis(20);
+    let mut retry =
+        CleanupRetry::until(Instant::now() + ttl.max(WAITER_LIFE) * 2 + Duration::from_secs(5));
     loop {
         let outcome: Result<i64, LockError> = inner
             .conn
@@ -165,11 +160,9 @@ pub(crate) async fn leave(inner: Arc<Inner>, keys: LockKeys, owner: String, ttl:
                 &[&owner, &1],
             )
             .await;
-        if outcome.is_ok() || Instant::now() + delay > give_up {
+        if outcome.is_ok() || !retry.pause().await {
             return;
         }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(1));
     }
 }
 
@@ -183,16 +176,16 @@ impl Backend for RedisBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let mut caps = Capabilities::default();
-        caps.expiry = true;
-        caps.per_lock_expiry = true;
-        caps.force_release = true;
-        caps.notified_wakeups = true;
         // Waiters queue on the server and are handed the lock in order
         // (see `queue`).
-        caps.fifo = true;
-        caps.remote = true;
-        caps
+        Capabilities::of(&[
+            Expiry,
+            PerLockExpiry,
+            ForceRelease,
+            NotifiedWakeups,
+            Fifo,
+            Remote,
+        ])
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
@@ -234,17 +227,12 @@ impl Backend for RedisBackend {
             .eval(
                 self.inner.timeouts,
                 "force release",
-                &scripts().force_release_queued,
+                &scripts().release_queued,
                 &keys.all(),
-                &[],
+                &[&"", &"force"],
             )
             .await?;
         Ok(removed == 1)
-    }
-
-    async fn floor_probe(&self) -> Result<Option<Box<dyn FloorProbe>>, LockError> {
-        let probe = ConnFloorProbe::open(&self.inner.config).await?;
-        Ok(Some(Box::new(probe)))
     }
 }
 

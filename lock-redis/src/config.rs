@@ -8,23 +8,24 @@
 //! ```
 //!
 //! `rediss+cluster://` and `redlocks://` use TLS. Options besides the
-//! common ones (`ttl`, `namespace`, `wait`, `connect_timeout`):
-//! `response_timeout` (default 500 ms), `tls_ca_file` (a PEM file of
-//! CA certificates to trust instead of the system's roots; TLS URLs only),
-//! and `user`/`password` as an alternative to the URL's user info.
+//! common ones: `response_timeout` (default 500 ms), `user`/`password`
+//! (instead of the URL's user info; a password alone is `requirepass`),
+//! and on TLS schemes `tls_ca_file` (CA certificates to trust instead of
+//! the system's roots) and `tls_cert_file` with `tls_key_file` (a client
+//! certificate, for servers started with `tls-auth-clients`).
 
-use std::fmt;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use lock_core::{
-    mask_credentials, CommonOptions, LockError, LockUrl, Secret, UrlCredentials, UrlOptions,
-};
+use lock_core::url::{HostPort, Secret, StoreUrl, TlsFiles, UrlCredentials};
+use lock_core::LockError;
 
 /// The port used when a host names none.
 pub const DEFAULT_PORT: u16 = 6379;
 /// The response timeout used when the URL sets none.
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The schemes that use TLS.
+pub(crate) const TLS_SCHEMES: &[&str] = &["rediss", "rediss+cluster", "redlocks"];
 
 /// How the Redis servers of a URL are used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,31 +38,17 @@ pub enum Topology {
     Redlock,
 }
 
-/// One `host:port` of a Redis URL.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeAddr {
-    /// Host name or IP address.
-    pub host: String,
-    /// TCP port.
-    pub port: u16,
-}
-
-impl fmt::Display for NodeAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.host.contains(':') {
-            write!(f, "[{}]:{}", self.host, self.port)
+impl Topology {
+    /// The topology a scheme of [`RedisStore`](crate::RedisStore) names.
+    fn of_scheme(scheme: &str) -> Self {
+        if scheme.ends_with("+cluster") {
+            Self::Cluster
+        } else if scheme.starts_with("redlock") {
+            Self::Redlock
         } else {
-            write!(f, "{}:{}", self.host, self.port)
+            Self::Single
         }
     }
-}
-
-/// TLS settings of a `rediss://`-style URL.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TlsConfig {
-    /// PEM file of CA certificates to trust; `None` trusts the system's
-    /// root certificates.
-    pub ca_file: Option<PathBuf>,
 }
 
 /// Everything needed to reach the Redis servers of a lock URL.
@@ -72,15 +59,15 @@ pub struct RedisConfig {
     /// Single instance, cluster or Redlock.
     pub topology: Topology,
     /// The hosts, in URL order (one for [`Topology::Single`]).
-    pub nodes: Vec<NodeAddr>,
+    pub nodes: Vec<HostPort>,
     /// Database number (`/db`); always 0 for a cluster.
     pub db: i64,
     /// ACL user name.
     pub username: Option<String>,
     /// Password (ACL or `requirepass`).
     pub password: Option<Secret>,
-    /// TLS settings; `None` for plain TCP.
-    pub tls: Option<TlsConfig>,
+    /// TLS files; `None` for plain TCP.
+    pub tls: Option<TlsFiles>,
     /// How long connecting to one server may take.
     pub connect_timeout: Duration,
     /// How long one command may wait for its reply. A command that timed
@@ -91,7 +78,7 @@ pub struct RedisConfig {
 impl RedisConfig {
     /// A plain-TCP configuration for `topology` over `nodes`, with default
     /// timeouts, no credentials and database 0.
-    pub fn new(topology: Topology, nodes: Vec<NodeAddr>) -> Self {
+    pub fn new(topology: Topology, nodes: Vec<HostPort>) -> Self {
         Self {
             topology,
             nodes,
@@ -104,69 +91,34 @@ impl RedisConfig {
         }
     }
 
-    /// Reads a lock URL whose scheme is one of [`SCHEMES`](crate::SCHEMES),
-    /// taking this backend's options from `options` (the caller calls
-    /// [`UrlOptions::finish`] afterwards). Errors name the problem and never
-    /// contain the password.
-    pub fn from_url(
-        url: &LockUrl,
-        options: &mut UrlOptions,
-        common: &CommonOptions,
-    ) -> Result<Self, LockError> {
-        let shown = mask_credentials(url.url.as_str());
-        let bad = |why: String| LockError::invalid_config(format!("`{shown}`: {why}"));
-        let (topology, tls) = match url.scheme() {
-            "redis" => (Topology::Single, false),
-            "rediss" => (Topology::Single, true),
-            "redis+cluster" => (Topology::Cluster, false),
-            "rediss+cluster" => (Topology::Cluster, true),
-            "redlock" => (Topology::Redlock, false),
-            "redlocks" => (Topology::Redlock, true),
-            other => return Err(bad(format!("`{other}://` is not a Redis scheme"))),
-        };
-        let nodes: Vec<NodeAddr> = url
-            .hosts
-            .iter()
-            .map(|h| NodeAddr {
-                host: h.host.clone(),
-                port: h.port.unwrap_or(DEFAULT_PORT),
-            })
-            .collect();
-        match (topology, nodes.len()) {
-            (_, 0) => return Err(bad("no host given".into())),
-            (Topology::Single, n) if n > 1 => {
-                return Err(bad(format!(
-                    "{n} hosts given; use redis+cluster:// for a cluster or redlock:// for independent masters"
-                )))
-            }
-            _ => {}
+    /// Reads a URL of one of [`RedisStore`](crate::RedisStore)'s schemes;
+    /// called through `lock_core::url::parse`.
+    pub(crate) fn from_url(url: &mut StoreUrl) -> Result<Self, LockError> {
+        let topology = Topology::of_scheme(url.scheme());
+        let nodes = url.hosts_with_port(DEFAULT_PORT)?;
+        if topology == Topology::Single && nodes.len() > 1 {
+            return Err(url.invalid(format!(
+                "{} hosts given; use redis+cluster:// for a cluster or redlock:// for independent masters",
+                nodes.len()
+            )));
         }
-        let db = parse_db(url.url.path()).map_err(bad)?;
+        let db = parse_db(url.path()).map_err(|why| url.invalid(why))?;
         if db != 0 && topology == Topology::Cluster {
-            return Err(bad("Redis Cluster has only database 0".into()));
+            return Err(url.invalid("Redis Cluster has only database 0"));
         }
         let UrlCredentials {
             user: username,
             password,
-        } = UrlCredentials::take(url, options).map_err(|e| e.in_config(&format!("`{shown}`")))?;
-        let response_timeout = options
-            .take_positive_duration("response_timeout")?
-            .unwrap_or(DEFAULT_RESPONSE_TIMEOUT);
-        let ca_file = options.take("tls_ca_file").map(PathBuf::from);
-        if ca_file.is_some() && !tls {
-            return Err(bad(
-                "option `tls_ca_file` needs a TLS scheme (rediss://, rediss+cluster://, redlocks://)".into(),
-            ));
-        }
+        } = url.credentials()?;
         Ok(Self {
             topology,
             nodes,
             db,
             username,
             password,
-            tls: tls.then_some(TlsConfig { ca_file }),
-            connect_timeout: common.connect_timeout,
-            response_timeout,
+            response_timeout: url.response_timeout(DEFAULT_RESPONSE_TIMEOUT)?,
+            tls: url.tls(TLS_SCHEMES)?,
+            connect_timeout: url.common().connect_timeout,
         })
     }
 
@@ -192,12 +144,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<RedisConfig, LockError> {
-        let url = LockUrl::parse(text)?;
-        let mut options = UrlOptions::parse(&url.url)?;
-        let common = options.take_common()?;
-        let config = RedisConfig::from_url(&url, &mut options, &common)?;
-        options.finish()?;
-        Ok(config)
+        Ok(lock_core::url::parse::<crate::RedisStore>(text)?.config)
     }
 
     fn error(text: &str) -> String {
@@ -208,13 +155,7 @@ mod tests {
     fn single_instance_defaults() {
         let c = parse("redis://127.0.0.1").unwrap();
         assert_eq!(c.topology, Topology::Single);
-        assert_eq!(
-            c.nodes,
-            [NodeAddr {
-                host: "127.0.0.1".into(),
-                port: 6379
-            }]
-        );
+        assert_eq!(c.nodes, [HostPort::new("127.0.0.1", 6379)]);
         assert_eq!(
             (c.db, c.username.clone(), c.password.clone(), c.tls.clone()),
             (0, None, None, None)
@@ -250,8 +191,14 @@ mod tests {
 
     #[test]
     fn tls_schemes_and_ca_file() {
-        let c = parse("rediss://h?tls_ca_file=/etc/ca.pem").unwrap();
-        assert_eq!(c.tls.unwrap().ca_file, Some(PathBuf::from("/etc/ca.pem")));
+        let dir = std::env::temp_dir().join(format!("lock-redis-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, "PEM ca").unwrap();
+        let c = parse(&format!("rediss://h?tls_ca_file={}", ca.display())).unwrap();
+        let read = c.tls.unwrap().ca.unwrap();
+        assert_eq!((read.path, read.contents.expose()), (ca, "PEM ca"));
+        std::fs::remove_dir_all(&dir).unwrap();
         assert!(parse("rediss+cluster://a:1,b:2").unwrap().tls.is_some());
         assert!(parse("redlocks://a:1,b:2,c:3").unwrap().tls.is_some());
         assert!(error("redis://h?tls_ca_file=/x").contains("TLS scheme"));

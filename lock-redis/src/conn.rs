@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use lock_core::url::{HostPort, TlsFiles};
 use lock_core::LockError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
@@ -13,7 +14,7 @@ use redis::{
     RedisConnectionInfo, RedisError, Script, ToRedisArgs,
 };
 
-use crate::config::{NodeAddr, RedisConfig};
+use crate::config::RedisConfig;
 
 /// How many times the connection manager retries a reconnect before the
 /// waiting commands fail (the next command starts a new round). Kept low
@@ -46,8 +47,21 @@ impl Timeouts {
     }
 }
 
+/// The certificates of a TLS URL for the client library: the CA to trust
+/// (else the system's roots) and the client's own certificate, if any.
+fn certificates(tls: &TlsFiles) -> redis::TlsCertificates {
+    install_crypto_provider();
+    redis::TlsCertificates {
+        client_tls: tls.identity.as_ref().map(|id| redis::ClientTlsConfig {
+            client_cert: id.cert.bytes().to_vec(),
+            client_key: id.key.bytes().to_vec(),
+        }),
+        root_cert: tls.ca.as_ref().map(|ca| ca.bytes().to_vec()),
+    }
+}
+
 /// The client for one node of `config`.
-pub(crate) fn client(config: &RedisConfig, node: &NodeAddr) -> Result<Client, LockError> {
+pub(crate) fn client(config: &RedisConfig, node: &HostPort) -> Result<Client, LockError> {
     let addr = match &config.tls {
         None => ConnectionAddr::Tcp(node.host.clone(), node.port),
         Some(_) => ConnectionAddr::TcpTls {
@@ -61,23 +75,11 @@ pub(crate) fn client(config: &RedisConfig, node: &NodeAddr) -> Result<Client, Lo
         .into_connection_info()
         .map_err(|e| config_error(node, e))?
         .set_redis_settings(redis_settings(config));
-    match config.tls.as_ref().and_then(|tls| tls.ca_file.as_ref()) {
-        None => Client::open(info).map_err(|e| config_error(node, e)),
-        Some(ca_file) => {
-            let root_cert = std::fs::read(ca_file).map_err(|e| {
-                LockError::invalid_config(format!(
-                    "option `tls_ca_file`: cannot read {}: {e}",
-                    ca_file.display()
-                ))
-            })?;
-            install_crypto_provider();
-            let certs = redis::TlsCertificates {
-                client_tls: None,
-                root_cert: Some(root_cert),
-            };
-            Client::build_with_tls(info, certs).map_err(|e| config_error(node, e))
-        }
+    match &config.tls {
+        None => Client::open(info),
+        Some(tls) => Client::build_with_tls(info, certificates(tls)),
     }
+    .map_err(|e| config_error(node, e))
 }
 
 fn redis_settings(config: &RedisConfig) -> RedisConnectionInfo {
@@ -114,11 +116,8 @@ pub(crate) fn manager_config(config: &RedisConfig) -> ConnectionManagerConfig {
 /// A connection manager for one node that connects on first use.
 pub(crate) fn lazy_manager(
     config: &RedisConfig,
-    node: &NodeAddr,
+    node: &HostPort,
 ) -> Result<ConnectionManager, LockError> {
-    if config.tls.is_some() {
-        install_crypto_provider();
-    }
     let client = client(config, node)?;
     ConnectionManager::new_lazy_with_config(client, manager_config(config))
         .map_err(|e| config_error(node, e))
@@ -142,20 +141,7 @@ pub(crate) async fn cluster(config: &RedisConfig) -> Result<ClusterConnection, L
         builder = builder.password(password.expose());
     }
     if let Some(tls) = &config.tls {
-        install_crypto_provider();
-        builder = builder.tls(redis::TlsMode::Secure);
-        if let Some(ca_file) = &tls.ca_file {
-            let root_cert = std::fs::read(ca_file).map_err(|e| {
-                LockError::invalid_config(format!(
-                    "option `tls_ca_file`: cannot read {}: {e}",
-                    ca_file.display()
-                ))
-            })?;
-            builder = builder.certs(redis::TlsCertificates {
-                client_tls: None,
-                root_cert: Some(root_cert),
-            });
-        }
+        builder = builder.tls(redis::TlsMode::Secure).certs(certificates(tls));
     }
     let seeds = config
         .nodes
@@ -305,7 +291,7 @@ fn timed_out(what: &str, after: Duration) -> LockError {
     }
 }
 
-fn config_error(node: &NodeAddr, error: RedisError) -> LockError {
+fn config_error(node: &HostPort, error: RedisError) -> LockError {
     LockError::invalid_config(format!("Redis at {node}: {error}"))
 }
 

@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lock_core::{FencingToken, WakeRegistry, WakeSubscription};
+use lock_core::backend::{WakeRegistry, WakeSubscription};
+use lock_core::FencingToken;
 
 /// The prefix of a grant message's payload.
 const GRANTED: &str = "granted ";

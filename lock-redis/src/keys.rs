@@ -21,23 +21,23 @@ use lock_core::LockName;
 /// The Redis names of one lock (public so that operators and tests can
 /// look at a lock's queue from outside distlock).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct LockKeys {
+pub(crate) struct LockKeys {
     /// The lock itself: a string `"<token> <owner>"` with a PX expiry.
-    pub lock: String,
+    pub(crate) lock: String,
     /// The fencing token counter (never expires).
-    pub token: String,
+    pub(crate) token: String,
     /// The waiters' owner ids in order of arrival (a list).
-    pub queue: String,
+    pub(crate) queue: String,
     /// Each waiter's `"<deadline ms> <ttl ms> <grant channel>"` (a hash
     /// keyed by owner).
-    pub waiters: String,
+    pub(crate) waiters: String,
     /// The pub/sub channel its releases are announced on (Redlock).
-    pub channel: String,
+    pub(crate) channel: String,
 }
 
 impl LockKeys {
     /// The names of the lock `name`.
-    pub fn new(name: &LockName) -> Self {
+    pub(crate) fn new(name: &LockName) -> Self {
         let mut lock = String::from("distlock:{");
         encode_into(&mut lock, name.namespace().as_str());
         lock.push(':');

@@ -1,42 +1,63 @@
 #![doc = include_str!("../README.md")]
 
 mod backend;
-pub mod config;
+mod config;
 mod conn;
-mod floor;
 mod grants;
-pub mod keys;
+mod keys;
 mod pubsub;
 mod queue;
 mod redlock;
-pub mod renewal;
+mod renewal;
+mod retry;
 mod scripts;
 
 use std::sync::Arc;
 
-use lock_core::{Backend, LockError};
+use lock_core::backend::{Backend, Store};
+use lock_core::url::StoreUrl;
+use lock_core::LockError;
 
 pub use backend::RedisBackend;
-pub use config::{NodeAddr, RedisConfig, TlsConfig, Topology};
-pub use lock_core::Secret;
+pub use config::{RedisConfig, Topology, DEFAULT_PORT, DEFAULT_RESPONSE_TIMEOUT};
 pub use redlock::RedlockBackend;
 pub use renewal::RenewalStats;
 
-/// The URL schemes this crate serves.
-pub const SCHEMES: &[&str] = &[
-    "redis",
-    "rediss",
-    "redis+cluster",
-    "rediss+cluster",
-    "redlock",
-    "redlocks",
-];
+/// The Redis store's plug-in: one instance (`redis://`, `rediss://`), a
+/// cluster (`redis+cluster://`, `rediss+cluster://`) or independent
+/// Redlock masters (`redlock://`, `redlocks://`), read into a
+/// [`RedisConfig`] and opened as a [`RedisBackend`] or a
+/// [`RedlockBackend`].
+#[derive(Clone, Copy, Debug)]
+pub struct RedisStore;
 
-/// Opens the backend `config` describes: [`RedisBackend`] for a single
-/// instance or a cluster, [`RedlockBackend`] for independent masters.
-pub async fn open(config: RedisConfig) -> Result<Arc<dyn Backend>, LockError> {
-    Ok(match config.topology {
-        Topology::Single | Topology::Cluster => Arc::new(RedisBackend::connect(config).await?),
-        Topology::Redlock => Arc::new(RedlockBackend::connect(config).await?),
-    })
+impl Store for RedisStore {
+    const NAME: &'static str = "Redis";
+    const SCHEMES: &'static [&'static str] = &[
+        "redis",
+        "rediss",
+        "redis+cluster",
+        "rediss+cluster",
+        "redlock",
+        "redlocks",
+    ];
+    type Config = RedisConfig;
+
+    fn config(url: &mut StoreUrl) -> Result<RedisConfig, LockError> {
+        RedisConfig::from_url(url)
+    }
+
+    async fn open(config: RedisConfig) -> Result<Arc<dyn Backend>, LockError> {
+        Ok(match config.topology {
+            Topology::Single => {
+                let conn = conn::Conn::Single(conn::lazy_manager(&config, &config.nodes[0])?);
+                Arc::new(RedisBackend::connect(conn, config).await?)
+            }
+            Topology::Cluster => {
+                let conn = conn::Conn::Cluster(conn::cluster(&config).await?);
+                Arc::new(RedisBackend::connect(conn, config).await?)
+            }
+            Topology::Redlock => Arc::new(RedlockBackend::connect(config).await?),
+        })
+    }
 }

@@ -28,14 +28,16 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use lock_core::{LockError, OwnerId, WakeRegistry, WakeSubscription};
+use lock_core::backend::{WakeRegistry, WakeSubscription};
+use lock_core::{LockError, OwnerId};
 use redis::aio::{AsyncPushSender, ConnectionManager, SendError};
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, watch};
 
-use crate::config::{NodeAddr, RedisConfig};
+use crate::config::RedisConfig;
 use crate::conn;
 use crate::grants::{parse_grant, GrantBoard, GrantTicket};
+use lock_core::url::HostPort;
 
 /// How long a channel stays subscribed after its last waiter left.
 pub(crate) const LINGER: Duration = Duration::from_millis(500);
@@ -83,7 +85,7 @@ pub(crate) struct Listener {
 
 impl Listener {
     /// A listener over `nodes` of `config`; connects on first use.
-    pub(crate) fn new(config: &RedisConfig, nodes: &[NodeAddr]) -> Result<Self, LockError> {
+    pub(crate) fn new(config: &RedisConfig, nodes: &[HostPort]) -> Result<Self, LockError> {
         let registry = WakeRegistry::new();
         let grants = GrantBoard::new(registry.clone());
         let nodes = nodes
@@ -161,7 +163,7 @@ struct Channel {
 impl NodeListener {
     fn start(
         config: &RedisConfig,
-        node: &NodeAddr,
+        node: &HostPort,
         registry: WakeRegistry,
         grants: GrantBoard,
     ) -> Result<Self, LockError> {

@@ -22,10 +22,10 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use lock_core::{
-    AcquireRequest, Attempt, Backoff, CleanupOnDrop, LockError, LockName, TryAcquire,
-    WakeSubscription,
+use lock_core::backend::{
+    AcquireRequest, Attempt, Backoff, CleanupOnDrop, TryAcquire, WakeSubscription,
 };
+use lock_core::{LockError, LockName};
 
 use crate::backend::{leave, RedisBackend};
 use crate::grants::GrantTicket;

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{AcquireRequest, LockError, LossReason};
+use lock_core::backend::AcquireRequest;
+use lock_core::{LockError, LossReason};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::conn::{Conn, Timeouts};
@@ -23,9 +24,9 @@ use crate::keys::LockKeys;
 use crate::scripts::scripts;
 
 /// How long the first renewal of a batch waits for others to join it.
-pub const WINDOW: Duration = Duration::from_millis(5);
+pub(crate) const WINDOW: Duration = Duration::from_millis(5);
 /// The most locks renewed by one script call.
-pub const MAX_BATCH: usize = 1_000;
+pub(crate) const MAX_BATCH: usize = 1_000;
 
 /// One lock to renew: its Redis key and owner id.
 #[derive(Clone, Debug)]
@@ -92,7 +93,9 @@ pub(crate) trait RenewTarget: Send + Sync + 'static {
     ) -> (Vec<Result<bool, LockError>>, u64);
 }
 
-/// Counters of the renewal traffic of one backend.
+/// Counters of the renewal traffic of one backend. Renewals due close
+/// together share one script call, so `round_trips` grows more slowly
+/// than `renewals` when many locks are held.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RenewalStats {
     /// Lease renewals asked for by guards.

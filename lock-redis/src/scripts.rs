@@ -1,5 +1,11 @@
 //! The Lua scripts, and what their replies mean.
 //!
+//! Each script is a file of its own under `scripts/`, whose header names
+//! its KEYS, ARGV and reply and shows how to run it with
+//! `redis-cli --eval`. The files are self-contained: the few helpers they
+//! share (`owner_of`, `now_ms`) are repeated in each file that
+//! needs them, and a test keeps the copies identical.
+//!
 //! A lock's value is `"<token> <owner>"`, so `inspect` returns both and
 //! every owner check compares the part after the first space (owner ids
 //! are unique per acquisition). Scripts run by EVALSHA; `redis::Script`
@@ -12,209 +18,31 @@ use std::time::Duration;
 use lock_core::FencingToken;
 use redis::{Script, Value};
 
-/// `owner_of(value)`: the owner part of a lock value.
-macro_rules! owner_of_lua {
-    () => {
-        concat!(
-            "local function owner_of(v)\n",
-            "  if not v then return nil end\n",
-            "  local i = string.find(v, ' ', 1, true)\n",
-            "  if not i then return nil end\n",
-            "  return string.sub(v, i + 1)\n",
-            "end\n",
-        )
-    };
-}
+/// Takes a lock or queues for it; see `scripts/acquire.lua`. Redlock
+/// calls it with two keys and no mode: it never queues.
+const ACQUIRE: &str = include_str!("scripts/acquire.lua");
 
-/// A script with the `owner_of` helper.
-macro_rules! lua {
-    ($body:literal) => {
-        concat!(owner_of_lua!(), $body)
-    };
-}
+/// Renews many locks in one call; see `scripts/renew_many.lua`.
+const RENEW_MANY: &str = include_str!("scripts/renew_many.lua");
 
-/// `token_of(value)`: the token part of a lock value (nil if none).
-/// `now_ms()`: the server's clock in milliseconds.
-/// `hand_off()`: frees the lock, handing it to the first waiter of the
-/// queue whose liveness deadline has not passed (popping the dead ones on
-/// the way) and announcing `"granted <token> <owner>"` on that waiter's
-/// grant channel; a lock without a live waiter is deleted. KEYS: lock,
-/// counter, queue, waiters.
-macro_rules! queue_lua {
-    ($body:literal) => {
-        concat!(
-            owner_of_lua!(),
-            "local function token_of(v)\n",
-            "  local i = string.find(v, ' ', 1, true)\n",
-            "  if not i then return nil end\n",
-            "  return tonumber(string.sub(v, 1, i - 1))\n",
-            "end\n",
-            "local function now_ms()\n",
-            "  local t = redis.call('TIME')\n",
-            "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n",
-            "end\n",
-            "local function grant()\n",
-            "  local now = now_ms()\n",
-            "  while true do\n",
-            "    local owner = redis.call('LPOP', KEYS[3])\n",
-            "    if not owner then return false end\n",
-            "    local entry = redis.call('HGET', KEYS[4], owner)\n",
-            "    if entry then\n",
-            "      redis.call('HDEL', KEYS[4], owner)\n",
-            "      local deadline, ttl, channel = string.match(entry, '^(%d+) (%d+) (.+)$')\n",
-            "      if deadline and tonumber(deadline) >= now then\n",
-            "        local token = redis.call('INCR', KEYS[2])\n",
-            "        redis.call('SET', KEYS[1], token .. ' ' .. owner, 'PX', ttl)\n",
-            "        redis.call('PUBLISH', channel, 'granted ' .. token .. ' ' .. owner)\n",
-            "        return true\n",
-            "      end\n",
-            "    end\n",
-            "  end\n",
-            "end\n",
-            "local function hand_off()\n",
-            "  if redis.call('EXISTS', KEYS[3]) == 1 and grant() then return end\n",
-            "  redis.call('DEL', KEYS[1])\n",
-            "end\n",
-            $body
-        )
-    };
-}
+/// Owner-checked release with hand-off to the next live waiter (or, for a
+/// waiter that gives up, leaving the queue first; or, forced, whoever
+/// holds the lock); see `scripts/release_queued.lua`.
+const RELEASE_QUEUED: &str = include_str!("scripts/release_queued.lua");
 
-/// KEYS: lock, counter, queue, waiters. ARGV: owner, ttl ms, queue mode
-/// (`0`: do not queue; `1`: queue if held; `2`: queued before), waiter
-/// life ms, the waiter's grant channel (where its backend listens for
-/// hand-offs).
-///
-/// Free: `SET lock "<token> owner" PX ttl` with `token = INCR counter`,
-/// returns `{1, token}` (and, in mode 2, drops the owner's waiter entry).
-/// Held by this very owner (handed over by a release, or an earlier
-/// attempt of the same acquisition whose reply or undo went missing):
-/// resets the expiry and returns `{1, its token}`, so a retry never
-/// blocks on its own leftover. Held by someone else: in modes 1 and 2
-/// queues the owner (or renews its entry, keeping its place) with a
-/// liveness deadline of now + waiter life, and returns
-/// `{0, pttl, holder's token}`.
-///
-/// Redlock calls it with two keys and no mode: it never queues.
-const ACQUIRE: &str = queue_lua!(
-    r#"
-local v = redis.call('GET', KEYS[1])
-if v then
-  if owner_of(v) == ARGV[1] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, token_of(v)}
-  end
-  if ARGV[3] == '1' or ARGV[3] == '2' then
-    local entry = (now_ms() + tonumber(ARGV[4])) .. ' ' .. ARGV[2] .. ' ' .. ARGV[5]
-    if redis.call('HSET', KEYS[4], ARGV[1], entry) == 1 then
-      redis.call('RPUSH', KEYS[3], ARGV[1])
-    end
-    redis.call('PEXPIRE', KEYS[3], ARGV[4])
-    redis.call('PEXPIRE', KEYS[4], ARGV[4])
-  end
-  return {0, redis.call('PTTL', KEYS[1]), token_of(v) or 0}
-end
-local token = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], token .. ' ' .. ARGV[1], 'PX', ARGV[2])
-if ARGV[3] == '2' then
-  redis.call('HDEL', KEYS[4], ARGV[1])
-end
-return {1, token}
-"#
-);
+/// Redlock: owner-checked delete, announced; see `scripts/release.lua`.
+const RELEASE: &str = include_str!("scripts/release.lua");
 
-/// KEYS: locks… ARGV: ttl ms, owners… (one per key). Returns 1 per lock
-/// still ours (its expiry reset to ttl), 0 per lock gone or not ours.
-const RENEW_MANY: &str = lua!(
-    r#"
-local renewed = {}
-for i, key in ipairs(KEYS) do
-  if owner_of(redis.call('GET', key)) == ARGV[i + 1] then
-    redis.call('PEXPIRE', key, ARGV[1])
-    renewed[i] = 1
-  else
-    renewed[i] = 0
-  end
-end
-return renewed
-"#
-);
+/// Redlock: delete whoever holds the lock, announced; see
+/// `scripts/force_release.lua`.
+const FORCE_RELEASE: &str = include_str!("scripts/force_release.lua");
 
-/// KEYS: lock, counter, queue, waiters. ARGV: owner, leave (`1`: first
-/// take the owner out of the queue, for a waiter that gives up). If the lock is ours, hands it to the next live waiter or deletes
-/// it, and returns 1; else returns 0 and touches the lock not.
-const RELEASE_QUEUED: &str = queue_lua!(
-    r#"
-if ARGV[2] == '1' then
-  redis.call('HDEL', KEYS[4], ARGV[1])
-  redis.call('LREM', KEYS[3], 0, ARGV[1])
-end
-if owner_of(redis.call('GET', KEYS[1])) ~= ARGV[1] then
-  return 0
-end
-hand_off()
-return 1
-"#
-);
+/// The lock value and its PTTL; see `scripts/inspect.lua`.
+const INSPECT: &str = include_str!("scripts/inspect.lua");
 
-/// KEYS: lock, counter, queue, waiters. Frees the lock whoever holds it,
-/// handing it to the next live waiter; returns 1 if there was one.
-const FORCE_RELEASE_QUEUED: &str = queue_lua!(
-    r#"
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return 0
-end
-hand_off()
-return 1
-"#
-);
-
-/// Redlock: KEYS: lock. ARGV: owner, channel. Deletes the lock and announces it if
-/// it is ours; returns 1, else 0 and touches nothing.
-const RELEASE: &str = lua!(
-    r#"
-if owner_of(redis.call('GET', KEYS[1])) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], 'released')
-  return 1
-end
-return 0
-"#
-);
-
-/// Redlock: KEYS: lock. ARGV: channel. Deletes the lock whoever holds it
-/// and announces it; returns 1 if there was one.
-const FORCE_RELEASE: &str = r#"
-if redis.call('DEL', KEYS[1]) == 1 then
-  redis.call('PUBLISH', ARGV[1], 'released')
-  return 1
-end
-return 0
-"#;
-
-/// KEYS: lock. Returns `{value, pttl}` or nil when free.
-const INSPECT: &str = r#"
-local v = redis.call('GET', KEYS[1])
-if not v then return nil end
-return {v, redis.call('PTTL', KEYS[1])}
-"#;
-
-/// KEYS: lock, counter. ARGV: token, owner. Redlock: raises the counter to
-/// at least `token`, and if the lock is ours rewrites its value with that
-/// token (keeping its expiry). Returns 1 if the lock is ours, else 0.
-const RAISE: &str = lua!(
-    r#"
-local current = tonumber(redis.call('GET', KEYS[2]) or '0')
-if current < tonumber(ARGV[1]) then
-  redis.call('SET', KEYS[2], ARGV[1])
-end
-if owner_of(redis.call('GET', KEYS[1])) == ARGV[2] then
-  redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'KEEPTTL')
-  return 1
-end
-return 0
-"#
-);
+/// Redlock: raises the counter and stamps the token; see
+/// `scripts/raise.lua`.
+const RAISE: &str = include_str!("scripts/raise.lua");
 
 /// The scripts, hashed once per process.
 #[derive(Debug)]
@@ -222,7 +50,6 @@ pub(crate) struct Scripts {
     pub(crate) acquire: Script,
     pub(crate) renew_many: Script,
     pub(crate) release_queued: Script,
-    pub(crate) force_release_queued: Script,
     pub(crate) release: Script,
     pub(crate) force_release: Script,
     pub(crate) inspect: Script,
@@ -236,7 +63,6 @@ pub(crate) fn scripts() -> &'static Scripts {
         acquire: Script::new(ACQUIRE),
         renew_many: Script::new(RENEW_MANY),
         release_queued: Script::new(RELEASE_QUEUED),
-        force_release_queued: Script::new(FORCE_RELEASE_QUEUED),
         release: Script::new(RELEASE),
         force_release: Script::new(FORCE_RELEASE),
         inspect: Script::new(INSPECT),
@@ -246,12 +72,11 @@ pub(crate) fn scripts() -> &'static Scripts {
 
 impl Scripts {
     /// Every script, for loading them ahead of use.
-    pub(crate) fn all(&self) -> [&Script; 8] {
+    pub(crate) fn all(&self) -> [&Script; 7] {
         [
             &self.acquire,
             &self.renew_many,
             &self.release_queued,
-            &self.force_release_queued,
             &self.release,
             &self.force_release,
             &self.inspect,
@@ -353,15 +178,54 @@ mod tests {
 
     #[test]
     fn every_owner_checking_script_defines_the_helper() {
+        for script in [ACQUIRE, RENEW_MANY, RELEASE_QUEUED, RELEASE, RAISE] {
+            assert!(script.contains(OWNER_OF));
+        }
+    }
+
+    /// `owner_of` as every script that checks owners defines it.
+    const OWNER_OF: &str = "local function owner_of(v)
+  local i = v and string.find(v, ' ', 1, true)
+  return i and string.sub(v, i + 1) or nil
+end
+";
+
+    /// The lines from `from` up to the first line that starts with `end`
+    /// after it.
+    fn function_text<'a>(script: &'a str, from: &str) -> &'a str {
+        let start = script.find(from).expect(from);
+        let rest = &script[start..];
+        let end = rest.find("\nend\n").expect("end of function") + "\nend\n".len();
+        &rest[..end]
+    }
+
+    #[test]
+    fn acquire_and_release_read_the_clock_alike() {
+        assert_eq!(
+            function_text(ACQUIRE, "local function now_ms"),
+            function_text(RELEASE_QUEUED, "local function now_ms")
+        );
+    }
+
+    #[test]
+    fn every_script_names_its_keys_argv_and_reply() {
         for script in [
             ACQUIRE,
             RENEW_MANY,
             RELEASE_QUEUED,
-            FORCE_RELEASE_QUEUED,
             RELEASE,
+            FORCE_RELEASE,
+            INSPECT,
             RAISE,
         ] {
-            assert!(script.starts_with("local function owner_of"));
+            let header: Vec<&str> = script.lines().take_while(|l| l.starts_with("--")).collect();
+            for part in ["-- KEYS", "-- ARGV", "-- Reply:", "-- redis-cli --eval "] {
+                assert!(
+                    header.iter().any(|line| line.starts_with(part)),
+                    "{part} missing in {}",
+                    header[0]
+                );
+            }
         }
     }
 }

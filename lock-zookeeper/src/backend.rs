@@ -3,16 +3,15 @@
 use std::fmt;
 use std::sync::Arc;
 
-use lock_core::{
-    async_trait, AcquireRequest, Acquired, Backend, Capabilities, FencingToken, FloorProbe,
-    LockError, LockInfo, LockName,
-};
+use lock_core::backend::Capability::{Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote};
+use lock_core::backend::{async_trait, AcquireRequest, Acquired, Backend, Capabilities};
+use lock_core::{FencingToken, LockError, LockInfo, LockName};
 use zookeeper_client::Error as ZkError;
 
 use crate::config::ZkConfig;
 use crate::names::{lock_dir, queue};
 use crate::session::Sessions;
-use crate::{error, floor, queue as lock_queue, tls};
+use crate::{error, queue as lock_queue, tls};
 
 /// How often `inspect` and `force_release` look again when the node they
 /// picked vanished under them.
@@ -47,14 +46,22 @@ impl ZkBackend {
 
     /// The contenders directory of lock `name`: its children are the
     /// queue, the lowest sequence holds the lock.
-    pub fn lock_dir(&self, name: &LockName) -> String {
+    fn lock_dir(&self, name: &LockName) -> String {
         lock_dir(&self.config.base, name)
     }
 
-    /// The holder's node (full path) and its data and czxid, if any.
+    /// The holder's node (full path) and its data and czxid, if any, as of
+    /// this call: every lock taken before it (by any session) is seen.
     async fn holder(&self, name: &LockName) -> Result<Option<(String, Vec<u8>, i64)>, LockError> {
         let session = self.sessions.get().await?;
         let dir = self.lock_dir(name);
+        // Reads are served by the server this session is connected to,
+        // which may lag behind the leader: a lock another session just
+        // took would look free. `sync` makes the server catch up first.
+        session
+            .request(session.client().sync("/"))
+            .await
+            .map_err(|e| error::map("sync with the leader", e))?;
         for _ in 0..RACE_RETRIES {
             let children = lock_queue::list(&session, &dir).await?;
             let Some(first) = queue(&children).into_iter().next() else {
@@ -82,15 +89,9 @@ impl Backend for ZkBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let mut caps = Capabilities::default();
-        caps.expiry = true;
         // Locks live as long as the session, which the client keeps alive:
-        // a guard that stops "renewing" keeps its lock (per_lock_expiry off).
-        caps.force_release = true;
-        caps.notified_wakeups = true;
-        caps.fifo = true;
-        caps.remote = true;
-        caps
+        // a guard that stops "renewing" keeps its lock (no per_lock_expiry).
+        Capabilities::of(&[Expiry, ForceRelease, NotifiedWakeups, Fifo, Remote])
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
@@ -121,12 +122,6 @@ impl Backend for ZkBackend {
             }
         }
         Ok(false)
-    }
-
-    async fn floor_probe(&self) -> Result<Option<Box<dyn FloorProbe>>, LockError> {
-        Ok(Some(Box::new(
-            floor::ZkFloor::open(Arc::clone(&self.config)).await?,
-        )))
     }
 }
 

@@ -7,19 +7,16 @@
 //!
 //! The path is the base under which locks live (default
 //! [`DEFAULT_BASE`]); it is created as needed.
-//! Options besides the common ones (`ttl`, `namespace`, `wait`,
-//! `connect_timeout`): `session_timeout` (default: the `ttl`), `user` and
-//! `password` (digest auth, instead of user info in the URL), and for
-//! `zks://` `tls_ca_file`, `tls_cert_file`, `tls_key_file` (PEM files).
+//! Options besides the common ones: `session_timeout` (default: the
+//! `ttl`), `user` and `password` (digest auth, instead of user info in the
+//! URL), and for `zks://` the PEM files `tls_ca_file` (required),
+//! `tls_cert_file` and `tls_key_file`, read when the URL is parsed.
 
 use percent_encoding::percent_decode_str;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use lock_core::{
-    mask_credentials, CommonOptions, HostPort, LockError, LockUrl, Secret, UrlCredentials,
-    UrlOptions,
-};
+use lock_core::url::{HostPort, Secret, StoreUrl, TlsFiles, UrlCredentials};
+use lock_core::LockError;
 
 use crate::names::DEFAULT_BASE;
 
@@ -43,22 +40,11 @@ impl DigestAuth {
         }
     }
 
-    /// The `user:password` bytes ZooKeeper's digest scheme expects; for the
-    /// client library only.
-    pub(crate) fn auth_bytes(&self) -> Vec<u8> {
+    /// The `user:password` bytes ZooKeeper's digest scheme expects; for
+    /// handing to a ZooKeeper client only.
+    pub fn auth_bytes(&self) -> Vec<u8> {
         format!("{}:{}", self.user, self.password.expose()).into_bytes()
     }
-}
-
-/// TLS settings of a `zks://` URL: PEM files.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TlsFiles {
-    /// CA certificates to trust.
-    pub ca_file: Option<PathBuf>,
-    /// Client certificate, for servers that require client authentication.
-    pub cert_file: Option<PathBuf>,
-    /// The client certificate's private key.
-    pub key_file: Option<PathBuf>,
 }
 
 /// Everything needed to reach a ZooKeeper ensemble. `Debug` shows no
@@ -79,7 +65,7 @@ pub struct ZkConfig {
     /// Digest credentials; when set, every node is created readable and
     /// writable only by the same credentials.
     pub auth: Option<DigestAuth>,
-    /// TLS settings; `None` for plain TCP.
+    /// TLS files (`zks://` only); the CA file is always there.
     pub tls: Option<TlsFiles>,
 }
 
@@ -97,54 +83,36 @@ impl ZkConfig {
         }
     }
 
-    /// Reads a `zk://` or `zks://` URL. Takes the ZooKeeper options from
-    /// `options` (the caller then calls [`UrlOptions::finish`]); `common`
-    /// gives the `ttl` the session timeout defaults to.
-    pub fn from_url(
-        url: &LockUrl,
-        options: &mut UrlOptions,
-        common: &CommonOptions,
-    ) -> Result<Self, LockError> {
-        let shown = mask_credentials(url.url.as_str());
-        let bad = |why: &str| LockError::invalid_config(format!("{shown}: {why}"));
-        let tls = match url.scheme() {
-            "zk" => false,
-            "zks" => true,
-            other => return Err(bad(&format!("`{other}://` is not a ZooKeeper scheme"))),
-        };
-        if url.hosts.is_empty() {
-            return Err(bad("no ZooKeeper host given (zk://host:2181)"));
-        }
-        let hosts = url
-            .hosts
-            .iter()
-            .map(|h| HostPort {
-                host: h.host.clone(),
-                port: Some(h.port.unwrap_or(DEFAULT_PORT)),
-            })
-            .collect();
-        let session_timeout = options
+    /// Reads a `zk://` or `zks://` URL; called through
+    /// `lock_core::url::parse`. The session timeout defaults to the `ttl`.
+    pub(crate) fn from_url(url: &mut StoreUrl) -> Result<Self, LockError> {
+        let hosts = url.hosts_with_port(DEFAULT_PORT)?;
+        let session_timeout = url
+            .options()
             .take_positive_duration("session_timeout")?
-            .unwrap_or(common.ttl);
-        let auth = take_auth(url, options, &bad)?;
-        let tls_files = TlsFiles {
-            ca_file: options.take("tls_ca_file").map(PathBuf::from),
-            cert_file: options.take("tls_cert_file").map(PathBuf::from),
-            key_file: options.take("tls_key_file").map(PathBuf::from),
+            .unwrap_or(url.common().ttl);
+        let auth = match url.credentials()? {
+            UrlCredentials {
+                user: None,
+                password: None,
+            } => None,
+            UrlCredentials {
+                user: Some(user),
+                password: Some(password),
+            } if !password.expose().is_empty() => Some(DigestAuth { user, password }),
+            _ => return Err(url.invalid("digest auth needs a user and a password")),
         };
-        if !tls && tls_files != TlsFiles::default() {
-            return Err(bad("TLS file options need a zks:// URL"));
-        }
-        if tls_files.cert_file.is_some() != tls_files.key_file.is_some() {
-            return Err(bad("`tls_cert_file` and `tls_key_file` go together"));
+        let tls = url.tls(&["zks"])?;
+        if let Some(files) = &tls {
+            files.required_ca("zks")?;
         }
         Ok(Self {
             hosts,
-            base: base_path(url.url.path()).map_err(|why| bad(&why))?,
+            base: base_path(url.path()).map_err(|why| url.invalid(why))?,
             session_timeout,
-            connect_timeout: common.connect_timeout,
+            connect_timeout: url.common().connect_timeout,
             auth,
-            tls: tls.then_some(tls_files),
+            tls,
         })
     }
 
@@ -156,25 +124,6 @@ impl ZkConfig {
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(",")
-    }
-}
-
-/// Digest credentials from the URL's user info or the `user`/`password`
-/// options (not both): ZooKeeper's digest scheme needs a user and a
-/// password.
-fn take_auth(
-    url: &LockUrl,
-    options: &mut UrlOptions,
-    bad: &dyn Fn(&str) -> LockError,
-) -> Result<Option<DigestAuth>, LockError> {
-    let UrlCredentials { user, password } = UrlCredentials::take(url, options)
-        .map_err(|e| e.in_config(&format!("`{}`", mask_credentials(url.url.as_str()))))?;
-    match (user, password) {
-        (None, None) => Ok(None),
-        (Some(user), Some(password)) if !password.expose().is_empty() => {
-            Ok(Some(DigestAuth::new(user, password.expose())))
-        }
-        _ => Err(bad("digest auth needs a user and a password")),
     }
 }
 
@@ -206,12 +155,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<ZkConfig, LockError> {
-        let url = LockUrl::parse(text)?;
-        let mut options = UrlOptions::parse(&url.url)?;
-        let common = options.take_common()?;
-        let config = ZkConfig::from_url(&url, &mut options, &common)?;
-        options.finish()?;
-        Ok(config)
+        Ok(lock_core::url::parse::<crate::ZkStore>(text)?.config)
     }
 
     fn reason(text: &str) -> String {
@@ -271,12 +215,21 @@ mod tests {
 
     #[test]
     fn tls_files_need_zks() {
-        let config =
-            parse("zks://h?tls_ca_file=/ca.pem&tls_cert_file=/c.pem&tls_key_file=/k.pem").unwrap();
+        let dir = std::env::temp_dir().join(format!("lock-zk-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["ca.pem", "c.pem", "k.pem"] {
+            std::fs::write(dir.join(name), format!("PEM {name}")).unwrap();
+        }
+        let d = dir.display();
+        let config = parse(&format!(
+            "zks://h?tls_ca_file={d}/ca.pem&tls_cert_file={d}/c.pem&tls_key_file={d}/k.pem"
+        ))
+        .unwrap();
         let tls = config.tls.unwrap();
-        assert_eq!(tls.ca_file, Some(PathBuf::from("/ca.pem")));
-        assert_eq!(tls.key_file, Some(PathBuf::from("/k.pem")));
-        assert_eq!(parse("zks://h").unwrap().tls, Some(TlsFiles::default()));
+        assert_eq!(tls.ca.unwrap().path, dir.join("ca.pem"));
+        assert_eq!(tls.identity.unwrap().key.path, dir.join("k.pem"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(reason("zks://h").contains("needs option `tls_ca_file`"));
         assert!(reason("zk://h?tls_ca_file=/ca.pem").contains("zks://"));
         assert!(reason("zks://h?tls_cert_file=/c.pem").contains("go together"));
     }
@@ -287,6 +240,6 @@ mod tests {
         assert!(reason("zk://h/a//b").contains("invalid level"));
         assert!(reason("zk://h/zookeeper/x").contains("reserved"));
         assert!(reason("zk://h?colour=red").contains("unknown option `colour`"));
-        assert!(reason("redis://h").contains("not a ZooKeeper scheme"));
+        assert!(reason("redis://h").contains("not a scheme of the ZooKeeper store"));
     }
 }

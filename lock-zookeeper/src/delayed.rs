@@ -13,7 +13,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use lock_core::{DueQueue, LossReporter};
+use lock_core::backend::{DueQueue, LossReporter};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{async_trait, HeldLock, LockError, LossReason};
+use lock_core::backend::{async_trait, HeldLock};
+use lock_core::{LockError, LossReason};
 use zookeeper_client::Error as ZkError;
 
 use crate::error::{self, outcome_unknown};

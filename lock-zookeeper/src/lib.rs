@@ -2,13 +2,12 @@
 
 mod ahead;
 mod backend;
-pub mod config;
+mod config;
 mod contended;
 mod delayed;
 mod error;
-mod floor;
 mod held;
-pub mod names;
+mod names;
 mod queue;
 mod session;
 mod tls;
@@ -16,16 +15,30 @@ mod watch;
 
 use std::sync::Arc;
 
-use lock_core::{Backend, LockError};
+use lock_core::backend::{Backend, Store};
+use lock_core::url::StoreUrl;
+use lock_core::LockError;
 
 pub use backend::ZkBackend;
-pub use config::{DigestAuth, TlsFiles, ZkConfig, DEFAULT_PORT};
+pub use config::{DigestAuth, ZkConfig, DEFAULT_PORT};
+pub use names::DEFAULT_BASE;
 
-/// The URL schemes this crate serves: `zk://` and `zks://` (TLS).
-pub const SCHEMES: &[&str] = &["zk", "zks"];
+/// The ZooKeeper store's plug-in: `zk://` and `zks://` (TLS, cargo feature
+/// `tls`) URLs, read into a [`ZkConfig`] and opened as a [`ZkBackend`]
+/// (whose session is opened on first use).
+#[derive(Clone, Copy, Debug)]
+pub struct ZkStore;
 
-/// Opens the backend `config` describes. The session is opened on first
-/// use; see [`ZkBackend::new`] for what fails here.
-pub fn open(config: ZkConfig) -> Result<Arc<dyn Backend>, LockError> {
-    Ok(Arc::new(ZkBackend::new(config)?))
+impl Store for ZkStore {
+    const NAME: &'static str = "ZooKeeper";
+    const SCHEMES: &'static [&'static str] = &["zk", "zks"];
+    type Config = ZkConfig;
+
+    fn config(url: &mut StoreUrl) -> Result<ZkConfig, LockError> {
+        ZkConfig::from_url(url)
+    }
+
+    async fn open(config: ZkConfig) -> Result<Arc<dyn Backend>, LockError> {
+        Ok(Arc::new(ZkBackend::new(config)?))
+    }
 }

@@ -19,24 +19,24 @@
 //! path — which, since Java strings are UTF-16, includes every character
 //! outside the Basic Multilingual Plane (an emoji is a surrogate pair, and
 //! surrogates are forbidden). The encoding is reversible
-//! ([`decode_segment`]) and injective, so distinct keys get distinct paths.
+//! (`decode_segment` in the tests) and injective, so distinct keys get distinct paths.
 
 use std::fmt::Write as _;
 
 use lock_core::LockName;
 
 /// The directory, under a key's directory, that holds its contenders.
-pub const CONTENDERS_DIR: &str = "_locks";
+pub(crate) const CONTENDERS_DIR: &str = "_locks";
 /// The name prefix of a contender node, followed by `<guid>-` and the
 /// sequence number ZooKeeper appends.
-pub const NODE_PREFIX: &str = "lock-";
+pub(crate) const NODE_PREFIX: &str = "lock-";
 
 /// The base path used when the URL names no chroot.
 pub const DEFAULT_BASE: &str = "/distlock";
 
 /// The contenders directory of lock `name` under `base` (an absolute path
 /// without a trailing `/`).
-pub fn lock_dir(base: &str, name: &LockName) -> String {
+pub(crate) fn lock_dir(base: &str, name: &LockName) -> String {
     let mut path = String::with_capacity(base.len() + name.key().as_str().len() + 32);
     path.push_str(base);
     path.push('/');
@@ -54,24 +54,24 @@ pub fn lock_dir(base: &str, name: &LockName) -> String {
 
 /// The path prefix a contender with id `guid` creates in `dir`;
 /// ZooKeeper appends the sequence number.
-pub fn node_prefix(dir: &str, guid: &str) -> String {
+pub(crate) fn node_prefix(dir: &str, guid: &str) -> String {
     format!("{dir}/{NODE_PREFIX}{guid}-")
 }
 
 /// A contender node's name split into its parts.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeName<'a> {
+pub(crate) struct NodeName<'a> {
     /// The name as listed (`lock-<guid>-<sequence>`).
-    pub name: &'a str,
+    pub(crate) name: &'a str,
     /// The contender's id.
-    pub guid: &'a str,
+    pub(crate) guid: &'a str,
     /// The sequence number ZooKeeper assigned; the lowest holds the lock.
-    pub sequence: i64,
+    pub(crate) sequence: i64,
 }
 
 /// Parses a child of a contenders directory; `None` for anything that is
 /// not a contender node (so foreign nodes never take part in the queue).
-pub fn parse_node(name: &str) -> Option<NodeName<'_>> {
+pub(crate) fn parse_node(name: &str) -> Option<NodeName<'_>> {
     let rest = name.strip_prefix(NODE_PREFIX)?;
     let (guid, sequence) = rest.rsplit_once('-')?;
     if guid.is_empty() || sequence.is_empty() || !sequence.bytes().all(|b| b.is_ascii_digit()) {
@@ -85,7 +85,7 @@ pub fn parse_node(name: &str) -> Option<NodeName<'_>> {
 }
 
 /// The contender nodes among `children`, lowest sequence (the holder) first.
-pub fn queue(children: &[String]) -> Vec<NodeName<'_>> {
+pub(crate) fn queue(children: &[String]) -> Vec<NodeName<'_>> {
     let mut nodes: Vec<_> = children.iter().filter_map(|c| parse_node(c)).collect();
     nodes.sort_by_key(|node| node.sequence);
     nodes
@@ -93,7 +93,7 @@ pub fn queue(children: &[String]) -> Vec<NodeName<'_>> {
 
 /// Encodes one key segment as a valid, collision-free znode name; see the
 /// module docs.
-pub fn encode_segment(segment: &str) -> String {
+pub(crate) fn encode_segment(segment: &str) -> String {
     if segment == "." || segment == ".." {
         return "%2E".repeat(segment.len());
     }
@@ -112,7 +112,8 @@ pub fn encode_segment(segment: &str) -> String {
 }
 
 /// Reverses [`encode_segment`]; `None` if `encoded` is not its output.
-pub fn decode_segment(encoded: &str) -> Option<String> {
+#[cfg(test)]
+fn decode_segment(encoded: &str) -> Option<String> {
     let mut bytes = Vec::with_capacity(encoded.len());
     let mut rest = encoded.as_bytes();
     while let Some((&first, tail)) = rest.split_first() {

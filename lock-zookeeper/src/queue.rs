@@ -24,9 +24,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use lock_core::{
-    AcquireRequest, Acquired, CleanupOnDrop, FencingToken, LockError, Renewal, WaitMode,
-};
+use lock_core::backend::{AcquireRequest, Acquired, CleanupOnDrop, Renewal, WaitMode};
+use lock_core::{FencingToken, LockError};
 use zookeeper_client::{
     Client, CreateMode, CreateOptions, Error as ZkError, MultiWriteError, MultiWriteResult,
 };

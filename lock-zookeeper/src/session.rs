@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use lock_core::{clock_drift, LockError, LossReason, LossReporter};
+use lock_core::backend::{clock_drift, LossReporter};
+use lock_core::{LockError, LossReason};
 use zookeeper_client::{Acls, Client, Error as ZkError, SessionState, StateWatcher};
 
 use crate::config::ZkConfig;
@@ -131,11 +132,6 @@ impl Session {
         } else {
             Acls::anyone_all()
         }
-    }
-
-    /// The base path of the lock tree.
-    pub(crate) fn base(&self) -> &str {
-        &self.config.base
     }
 
     /// Whether the session expired, failed or was closed.
@@ -310,7 +306,7 @@ async fn monitor(mut states: StateWatcher, registry: Arc<Registry>, window: Dura
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lock_core::loss_channel;
+    use lock_core::backend::loss_channel;
 
     #[test]
     fn the_window_closes_before_the_server_can_expire_the_session() {

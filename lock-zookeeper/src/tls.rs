@@ -40,40 +40,32 @@ pub(crate) async fn connect(
 
 #[cfg(feature = "tls")]
 mod enabled {
-    use std::path::Path;
-
+    use lock_core::url::TlsFiles;
     use lock_core::LockError;
     use zookeeper_client::TlsOptions;
 
-    use crate::config::TlsFiles;
-
-    /// Client TLS options from PEM files. A CA file is required: the client
-    /// has no built-in roots, and ZooKeeper servers use private CAs.
+    /// Client TLS options from the PEM files read with the URL. A CA file
+    /// is required (checked with the URL): the client has no built-in
+    /// roots, and ZooKeeper servers use private CAs.
     pub(super) fn options(files: &TlsFiles) -> Result<TlsOptions, LockError> {
         // rustls needs one process-wide crypto provider when several are
         // compiled in; ring is the workspace's choice.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let ca_file = files.ca_file.as_deref().ok_or_else(|| {
-            LockError::invalid_config(
-                "zks:// needs option `tls_ca_file` (a PEM file of CA certificates)",
-            )
-        })?;
         let bad = |what: &str, e: zookeeper_client::Error| {
             LockError::invalid_config(format!("TLS option {what}: {e}"))
         };
+        let ca = files.required_ca("zks")?;
         let mut options = TlsOptions::new()
-            .with_pem_ca(&read(ca_file)?)
+            .with_pem_ca(ca.contents.expose())
             .map_err(|e| bad("tls_ca_file", e))?;
-        if let (Some(cert), Some(key)) = (&files.cert_file, &files.key_file) {
+        if let Some(identity) = &files.identity {
             options = options
-                .with_pem_identity(&read(cert)?, &read(key)?)
+                .with_pem_identity(
+                    identity.cert.contents.expose(),
+                    identity.key.contents.expose(),
+                )
                 .map_err(|e| bad("tls_cert_file/tls_key_file", e))?;
         }
         Ok(options)
-    }
-
-    fn read(path: &Path) -> Result<String, LockError> {
-        std::fs::read_to_string(path)
-            .map_err(|e| LockError::invalid_config(format!("cannot read {}: {e}", path.display())))
     }
 }

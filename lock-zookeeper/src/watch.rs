@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use lock_core::{LossReason, LossReporter};
+use lock_core::backend::LossReporter;
+use lock_core::LossReason;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use zookeeper_client::{Client, Error as ZkError, EventType};

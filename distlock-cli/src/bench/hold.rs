@@ -1,6 +1,5 @@
-//! `bench --hold N`: what holding many locks costs the client process
-//! (DESIGN §9, "cost of holding many locks: renewal traffic and memory per
-//! held lock").
+//! `bench --hold N`: what holding many locks costs the client process:
+//! renewal traffic and memory per held lock.
 //!
 //! One locker takes N distinct locks, then, after a pause of one second
 //! (see [`SETTLE`]), holds them for a window while the process does

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use distlock::{FloorProbe, LockError, LockName, LockOptions, Locker};
+use distlock::{LockError, LockName, LockOptions, Locker};
+
+use super::floor::FloorProbe;
 
 use super::Opener;
 use crate::exit::Failure;

@@ -1,5 +1,5 @@
 //! `distlock bench`: latency, handoff and throughput of a store through
-//! distlock, against the store's raw floor (DESIGN §9); with `--hold N`,
+//! distlock, against the store's raw floor (see [`floor`]); with `--hold N`,
 //! instead, what holding N locks costs the client process (see [`hold`]).
 //!
 //! Everything runs in one process and one run, so the ratios to the floor
@@ -8,6 +8,7 @@
 //! fresh namespace `bench-<random>`, so runs never collide with each other
 //! or with real locks.
 
+mod floor;
 mod hold;
 mod measure;
 mod report;
@@ -17,7 +18,9 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
-use distlock::{FloorProbe, Locker};
+use distlock::Locker;
+
+use floor::FloorProbe;
 
 use crate::cli::BenchArgs;
 use crate::exit::{Failure, SUCCESS};
@@ -34,7 +37,9 @@ pub(crate) async fn bench(store: &StoreUrl, args: BenchArgs) -> Result<i32, Fail
     let keys = usize::try_from(args.keys).unwrap_or(usize::MAX);
     let opener = Opener::new(store, args.shared).await?;
     let base = opener.open().await?;
-    let probe = base.floor_probe().await?;
+    let probe = floor::open(store.as_str())
+        .await
+        .map_err(|error| store.failure(error))?;
 
     // The latency and handoff tests get a third of --duration each; the
     // throughput tests (ours and the floor's, in alternating slices) get
@@ -115,7 +120,10 @@ impl Opener {
         };
         if shared {
             let locker = opener.open().await?;
-            let probe = locker.floor_probe().await?.map(Arc::from);
+            let probe = floor::open(store.as_str())
+                .await
+                .map_err(|error| store.failure(error))?
+                .map(Arc::from);
             opener.shared = Some((locker, probe));
         }
         Ok(opener)
@@ -136,8 +144,10 @@ impl Opener {
         if let Some((_, probe)) = &self.shared {
             return Ok(probe.clone());
         }
-        let locker = self.store.connect().await?;
-        Ok(locker.floor_probe().await?.map(Arc::from))
+        let probe = floor::open(self.store.as_str())
+            .await
+            .map_err(|error| self.store.failure(error))?;
+        Ok(probe.map(Arc::from))
     }
 }
 

@@ -269,3 +269,16 @@ pub fn assert_check_passes(url: &str, backend: &str) -> String {
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
     text
 }
+
+/// What a testkit server function gives: awaits `start` on a runtime of
+/// its own (the servers outlive it, kept by the testkit for the process)
+/// and fails the test with the testkit's message (what to install) if the
+/// server cannot be had.
+pub fn test_server<T>(start: impl std::future::Future<Output = Result<T, String>>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+        .block_on(start)
+        .unwrap_or_else(|error| panic!("test server unavailable: {error}"))
+}

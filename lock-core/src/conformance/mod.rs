@@ -6,7 +6,7 @@
 //! namespaces, so they run in parallel against one server.
 //!
 //! A case that needs something the backend does not declare in its
-//! [`Capabilities`](crate::Capabilities) returns
+//! [`Capabilities`](crate::backend::Capabilities) returns
 //! [`Outcome::NotApplicable`] naming the capability; it never passes
 //! silently. [`conformance_tests!`](crate::conformance_tests) generates one
 //! `#[tokio::test]` per case, and [`run_all`] runs the suite against a live

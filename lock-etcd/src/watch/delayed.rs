@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use lock_core::DueQueue;
+use lock_core::backend::DueQueue;
 use tokio::time::Instant;
 
 use super::Watch;

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use etcd_client::{EventType, WatchClient, WatchRequestSender, WatchResponse, WatchResponseStream};
+use lock_core::backend::Backoff;
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, Instant};
 
@@ -31,19 +32,20 @@ pub(super) async fn run(
     let mut watches: HashMap<i64, Watch> = HashMap::new();
     let mut index = WaiterIndex::default();
     let mut stream: Option<Stream> = None;
-    let mut pause = FIRST_RECONNECT;
+    let reconnects = Backoff::exponential(FIRST_RECONNECT, LONGEST_RECONNECT);
+    let mut pauses = reconnects.delays();
     let mut retry_at = Instant::now();
     loop {
         if stream.is_none() && !watches.is_empty() && Instant::now() >= retry_at {
             match connect(&mut client, &watches).await {
                 Ok(connected) => {
                     stream = Some(connected);
-                    pause = FIRST_RECONNECT;
+                    pauses = reconnects.delays();
                 }
                 Err(error) => {
                     tracing::debug!(%error, "distlock: etcd watch stream failed to open");
-                    retry_at = Instant::now() + pause;
-                    pause = (pause * 2).min(LONGEST_RECONNECT);
+                    // The pauses never run out: the fallback is never used.
+                    retry_at = Instant::now() + pauses.next().unwrap_or(LONGEST_RECONNECT);
                 }
             }
         }

@@ -1,0 +1,133 @@
+//! The etcd floor: put-if-absent transaction + delete, on a client of its
+//! own: the two writes any etcd lock needs, with none of distlock's
+//! machinery (no lease, no queue read, no watch). Unlike the other floors
+//! it deletes even where its put found the key taken (and then fails).
+
+use std::fmt;
+use std::time::Duration;
+
+use distlock::{LockError, LockName};
+use etcd_client::{
+    Certificate, Client, Compare, CompareOp, ConnectOptions, Identity, TlsOptions, Txn, TxnOp,
+};
+use lock_etcd::{EtcdConfig, EtcdStore};
+
+use super::{escape, taken, Floor, FloorProbe, PAYLOAD};
+
+/// HTTP/2 ping interval, as the store's (etcd takes pings more frequent
+/// than every 5 s for abuse).
+const PING_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The floor of an etcd URL, on a client set up as the store's.
+pub(super) async fn open(url: &str) -> Result<Floor, LockError> {
+    let config = lock_core::url::parse::<EtcdStore>(url)?.config;
+    let client = Client::connect(&config.endpoints, Some(connect_options(&config)))
+        .await
+        .map_err(|e| error("connect the floor probe to etcd", e))?;
+    Ok(Box::new(EtcdFloor { client }))
+}
+
+/// Where the floor writes for `name`: outside the store's `distlock/`
+/// prefix, so never in a lock's queue.
+fn floor_key(name: &LockName) -> String {
+    let key = escape(name.key().as_str());
+    format!("distlock-floor/{}/{key}", name.namespace())
+}
+
+/// The store's connect options: timeouts, keep-alive, leader required,
+/// credentials and TLS files.
+fn connect_options(config: &EtcdConfig) -> ConnectOptions {
+    let mut options = ConnectOptions::new()
+        .with_connect_timeout(config.connect_timeout)
+        .with_timeout(config.response_timeout)
+        .with_keep_alive(PING_INTERVAL, config.response_timeout)
+        .with_keep_alive_while_idle(false)
+        .with_require_leader(true);
+    if let (Some(user), Some(password)) = (&config.user, &config.password) {
+        options = options
+            .with_user(user.clone(), password.expose())
+            .with_auto_token_refresh(true);
+    }
+    if let Some(tls) = &config.tls {
+        let mut tls_options = TlsOptions::new();
+        if let Some(ca) = &tls.ca {
+            tls_options = tls_options.ca_certificate(Certificate::from_pem(ca.bytes()));
+        }
+        if let Some(id) = &tls.identity {
+            tls_options = tls_options.identity(Identity::from_pem(id.cert.bytes(), id.key.bytes()));
+        }
+        options = options.with_tls(tls_options);
+    }
+    options
+}
+
+struct EtcdFloor {
+    client: Client,
+}
+
+impl fmt::Debug for EtcdFloor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdFloor").finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl FloorProbe for EtcdFloor {
+    fn describe(&self) -> String {
+        "txn(create_revision == 0 → put) + delete: 2 etcd writes".to_owned()
+    }
+
+    async fn lock_release_once(&self, name: &LockName) -> Result<(), LockError> {
+        let key = floor_key(name);
+        let mut kv = self.client.kv_client();
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key.clone(), PAYLOAD, None)]);
+        let took = kv
+            .txn(txn)
+            .await
+            .map_err(|e| error("floor probe: put-if-absent", e))?;
+        // Deletes whether or not it took the key: every call is the same
+        // two writes, as the floor's figures have always counted them.
+        kv.delete(key.clone(), None)
+            .await
+            .map_err(|e| error("floor probe: delete", e))?;
+        if !took.succeeded() {
+            return Err(taken(format_args!("key `{key}`")));
+        }
+        Ok(())
+    }
+}
+
+/// Transport trouble and gRPC `Unavailable` are `Unavailable`, the rest
+/// `Backend`.
+fn error(what: &str, error: etcd_client::Error) -> LockError {
+    use etcd_client::Error as E;
+    const UNAVAILABLE: i32 = 14;
+    let message = format!("{what}: {error}");
+    match &error {
+        E::TransportError(_) | E::IoError(_) => LockError::unavailable(message, error),
+        E::GRpcStatus(status) if status.code() as i32 == UNAVAILABLE => {
+            LockError::unavailable(message, error)
+        }
+        _ => LockError::backend(message, error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_floor_key_stays_outside_every_lock_queue() {
+        for key in ["k", "a/b", "../x", "distlock/ns/k"] {
+            let floor = floor_key(&LockName::parse("ns", key).unwrap());
+            assert!(!floor.starts_with("distlock/"), "{floor}");
+            assert!(floor.starts_with("distlock-floor/ns/"), "{floor}");
+        }
+        assert_eq!(
+            floor_key(&LockName::parse("ns", "a/b").unwrap()),
+            "distlock-floor/ns/a%2Fb"
+        );
+    }
+}

@@ -1,0 +1,165 @@
+//! The file store's floor: open (creating) + `flock(LOCK_EX|LOCK_NB)` +
+//! unlock + close, run inline like the store's own attempts.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use distlock::{LockError, LockName};
+use lock_file::{FileStore, FILE_MODE};
+
+use super::{escape, taken, Floor, FloorProbe};
+
+/// The floor's directory under the lock directory. A namespace cannot
+/// contain `+`, so no real lock lives under it.
+const FLOOR_DIR: &str = "bench+floor";
+
+/// The floor of a `file://` URL.
+pub(super) fn open(url: &str) -> Result<Floor, LockError> {
+    let dir = lock_core::url::parse::<FileStore>(url)?.config.dir;
+    Ok(Box::new(FileFloor {
+        dir: dir.join(FLOOR_DIR),
+    }))
+}
+
+/// Locks and unlocks one file per lock name, under [`FLOOR_DIR`].
+#[derive(Debug)]
+struct FileFloor {
+    dir: PathBuf,
+}
+
+impl FileFloor {
+    /// `<floor dir>/<namespace>/<escaped key>.lock`.
+    fn path(&self, name: &LockName) -> PathBuf {
+        self.dir
+            .join(name.namespace().as_str())
+            .join(format!("{}.lock", escape(name.key().as_str())))
+    }
+}
+
+#[async_trait::async_trait]
+impl FloorProbe for FileFloor {
+    fn describe(&self) -> String {
+        "open + flock + unlock + close".to_owned()
+    }
+
+    async fn lock_release_once(&self, name: &LockName) -> Result<(), LockError> {
+        let path = self.path(name);
+        match lock_unlock_once(&path) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(taken(format_args!("`{}`", path.display()))),
+            Err(error) => Err(LockError::backend(
+                format!("floor probe cannot lock `{}`: {error}", path.display()),
+                error,
+            )),
+        }
+    }
+}
+
+/// Open, lock, unlock, close; `false` if someone else has the file locked.
+fn lock_unlock_once(path: &Path) -> io::Result<bool> {
+    let file = open_creating(path)?;
+    if !flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
+        return Ok(false);
+    }
+    flock(&file, libc::LOCK_UN)?;
+    Ok(true)
+}
+
+/// Opens `path` read-write as the store opens its lock files: created
+/// with the store's mode (and its directory if missing), never through a
+/// symlink at the last component.
+fn open_creating(path: &Path) -> io::Result<File> {
+    let open = || {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(FILE_MODE)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+    };
+    match open() {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                fs::create_dir_all(dir)?;
+            }
+            open()
+        }
+        other => other,
+    }
+}
+
+/// `flock(2)` retried on `EINTR`; `false` where a non-blocking lock is held
+/// by someone else.
+fn flock(file: &File, operation: libc::c_int) -> io::Result<bool> {
+    loop {
+        // SAFETY: the descriptor is open for as long as `file` lives.
+        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+            return Ok(true);
+        }
+        let error = io::Error::last_os_error();
+        match error.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(code) if code == libc::EWOULDBLOCK => return Ok(false),
+            _ => return Err(error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn floor(dir: &Path) -> FileFloor {
+        FileFloor {
+            dir: dir.join(FLOOR_DIR),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_floor_locks_and_unlocks_its_file_and_fails_while_another_holds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let floor = floor(dir.path());
+        let name = LockName::parse("ns", "jobs/nightly").unwrap();
+        floor.lock_release_once(&name).await.unwrap();
+        let path = floor.path(&name);
+        assert!(path.starts_with(dir.path().join(FLOOR_DIR)), "{path:?}");
+        assert!(path.is_file(), "{path:?}");
+
+        // Someone else's open file description holds the lock.
+        let other = File::open(&path).unwrap();
+        assert!(flock(&other, libc::LOCK_EX | libc::LOCK_NB).unwrap());
+        let error = floor.lock_release_once(&name).await.unwrap_err();
+        assert!(error.to_string().contains("was taken"), "{error}");
+        drop(other);
+        floor.lock_release_once(&name).await.unwrap();
+        // Unlocked again: anybody can take it.
+        let after = File::open(&path).unwrap();
+        assert!(flock(&after, libc::LOCK_EX | libc::LOCK_NB).unwrap());
+    }
+
+    #[tokio::test]
+    async fn open_reads_the_lock_directory_from_the_url() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = ::url::Url::from_directory_path(dir.path()).unwrap();
+        let probe = super::super::open(url.as_str()).await.unwrap().unwrap();
+        assert_eq!(probe.describe(), "open + flock + unlock + close");
+        let name = LockName::parse("ns", "k").unwrap();
+        probe.lock_release_once(&name).await.unwrap();
+        assert!(dir
+            .path()
+            .join(FLOOR_DIR)
+            .join("ns")
+            .join("k.lock")
+            .is_file());
+    }
+
+    #[test]
+    fn no_namespace_can_be_the_floor_directory() {
+        assert!(LockName::parse(FLOOR_DIR, "k").is_err());
+    }
+}

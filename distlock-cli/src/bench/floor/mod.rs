@@ -1,0 +1,122 @@
+//! The raw floors `distlock bench` measures distlock against: the store
+//! operations of one uncontended lock+release, made with the same client
+//! library as the store crate and none of distlock's machinery, on a
+//! connection of the floor's own.
+//!
+//! Each floor reads the URL through `lock_core::url::parse` into its
+//! store's public config, so it reaches the servers the store does, with
+//! the same credentials, TLS files and timeouts. Like a raw spin lock, a
+//! call that did not take its lock fails: on a contended name the floor's
+//! rate counts acquisitions, not refused attempts. Floors write where no
+//! real lock lives, so a floor never touches a lock of distlock's.
+//!
+//! | store     | floor                                                   |
+//! |-----------|---------------------------------------------------------|
+//! | file      | open + `flock(LOCK_EX\|LOCK_NB)` + unlock + close       |
+//! | Redis     | `SET NX PX` + `DEL` (Redlock: on every master at once)  |
+//! | etcd      | txn(create_revision == 0 → put) + delete                |
+//! | ZooKeeper | create EPHEMERAL_SEQUENTIAL + delete                    |
+//! | memory    | none                                                    |
+
+#[cfg(feature = "etcd")]
+mod etcd;
+mod file;
+#[cfg(feature = "redis")]
+mod redis;
+#[cfg(feature = "zookeeper")]
+mod zookeeper;
+
+use std::fmt::{self, Write as _};
+
+use distlock::{LockError, LockName};
+use lock_core::backend::Store;
+
+/// The raw store operations of one lock+release, for benchmark floors.
+#[async_trait::async_trait]
+pub(crate) trait FloorProbe: Send + Sync + fmt::Debug {
+    /// What the probe does, e.g. `SET NX PX + DEL`.
+    fn describe(&self) -> String;
+
+    /// Runs the raw round trips of one uncontended lock+release on `name`.
+    /// Fails where the raw lock is held by someone else.
+    async fn lock_release_once(&self, name: &LockName) -> Result<(), LockError>;
+}
+
+/// A floor, boxed.
+type Floor = Box<dyn FloorProbe>;
+
+/// The floor of the store `url` names, on a connection of its own; `None`
+/// for a store without one (memory), or one not compiled in.
+pub(crate) async fn open(url: &str) -> Result<Option<Floor>, LockError> {
+    let scheme = lock_core::url::scheme_of(url)?;
+    if serves::<lock_file::FileStore>(scheme) {
+        return file::open(url).map(Some);
+    }
+    #[cfg(feature = "redis")]
+    if serves::<lock_redis::RedisStore>(scheme) {
+        return redis::open(url).await.map(Some);
+    }
+    #[cfg(feature = "etcd")]
+    if serves::<lock_etcd::EtcdStore>(scheme) {
+        return etcd::open(url).await.map(Some);
+    }
+    #[cfg(feature = "zookeeper")]
+    if serves::<lock_zookeeper::ZkStore>(scheme) {
+        return zookeeper::open(url).await;
+    }
+    Ok(None)
+}
+
+fn serves<S: Store>(scheme: &str) -> bool {
+    S::SCHEMES.contains(&scheme)
+}
+
+/// The value or node data a floor writes.
+#[cfg(any(feature = "redis", feature = "etcd", feature = "zookeeper"))]
+const PAYLOAD: &str = "floor";
+
+/// `text` with every byte outside `[A-Za-z0-9_-]` written `%XX`: one path
+/// segment or key part, never `.` or `..`, and distinct for distinct texts.
+fn escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-') {
+            escaped.push(char::from(byte));
+        } else {
+            let _ = write!(escaped, "%{byte:02X}");
+        }
+    }
+    escaped
+}
+
+/// The error of a call that found its raw lock taken.
+fn taken(what: impl fmt::Display) -> LockError {
+    LockError::Backend {
+        message: format!("floor probe: {what} was taken"),
+        source: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn memory_has_no_floor() {
+        assert!(open("mem://").await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_url_that_is_no_url_fails() {
+        assert!(open("no scheme").await.is_err());
+    }
+
+    #[test]
+    fn escaped_names_are_one_plain_segment() {
+        assert_eq!(escape("a/b.c"), "a%2Fb%2Ec");
+        assert_eq!(escape(".."), "%2E%2E");
+        assert_eq!(escape("Key_1-x"), "Key_1-x");
+        assert_ne!(escape("a%2Fb"), escape("a/b"));
+        assert_eq!(escape("ü"), "%C3%BC");
+    }
+}

@@ -1,0 +1,132 @@
+//! The ZooKeeper floor: create an EPHEMERAL_SEQUENTIAL node and delete
+//! it, the two round trips every ZooKeeper lock recipe makes at least, on
+//! a session of its own set up as the store's (session timeout, digest
+//! auth, ACLs). `zks://` has no floor.
+
+use distlock::{LockError, LockName};
+use lock_zookeeper::{ZkConfig, ZkStore};
+use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
+
+use super::{escape, Floor, FloorProbe, PAYLOAD};
+
+/// The floor's directory under the store's base. A namespace cannot
+/// contain `+`, so no real lock directory lies under it.
+const FLOOR_DIR: &str = "bench+floor";
+
+/// The floor of a `zk://` URL; `None` for `zks://`.
+pub(super) async fn open(url: &str) -> Result<Option<Floor>, LockError> {
+    let config = lock_core::url::parse::<ZkStore>(url)?.config;
+    if config.tls.is_some() {
+        return Ok(None);
+    }
+    let hosts = config.connect_string();
+    let mut connector = Client::connector()
+        .with_session_timeout(config.session_timeout)
+        .with_fail_eagerly();
+    if let Some(auth) = &config.auth {
+        connector = connector.with_auth("digest", &auth.auth_bytes());
+    }
+    let what = format!("open the floor probe's session with {hosts}");
+    let client = tokio::time::timeout(config.connect_timeout, connector.connect(&hosts))
+        .await
+        .map_err(|_| LockError::Unavailable {
+            message: format!("{what}: timed out after {:?}", config.connect_timeout),
+            source: None,
+        })?
+        .map_err(|e| error(&what, e))?;
+    Ok(Some(Box::new(ZkFloor {
+        client,
+        dir: floor_dir(&config),
+        creator_only: config.auth.is_some(),
+    })))
+}
+
+fn floor_dir(config: &ZkConfig) -> String {
+    format!("{}/{FLOOR_DIR}", config.base)
+}
+
+#[derive(Debug)]
+struct ZkFloor {
+    client: Client,
+    /// `<base>/bench+floor`.
+    dir: String,
+    /// Whether nodes are created readable only by our credentials, as the
+    /// store creates them when the URL has some.
+    creator_only: bool,
+}
+
+impl ZkFloor {
+    /// `<floor dir>/<namespace>/<escaped key>`: the parent of `name`'s nodes.
+    fn parent(&self, name: &LockName) -> String {
+        let key = escape(name.key().as_str());
+        format!("{}/{}/{key}", self.dir, name.namespace())
+    }
+
+    fn acls(&self) -> Acls<'static> {
+        if self.creator_only {
+            Acls::creator_all()
+        } else {
+            Acls::anyone_all()
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl FloorProbe for ZkFloor {
+    fn describe(&self) -> String {
+        "create EPHEMERAL_SEQUENTIAL + delete".to_owned()
+    }
+
+    async fn lock_release_once(&self, name: &LockName) -> Result<(), LockError> {
+        let dir = self.parent(name);
+        let prefix = format!("{dir}/floor-");
+        let node = CreateMode::EphemeralSequential.with_acls(self.acls());
+        let created = match self.client.create(&prefix, PAYLOAD.as_bytes(), &node).await {
+            Err(ZkError::NoNode) => {
+                // First use of this name: make its directory, once.
+                let dirs = CreateMode::Container.with_acls(self.acls());
+                self.client
+                    .mkdir(&dir, &dirs)
+                    .await
+                    .map_err(|e| error(&format!("create {dir}"), e))?;
+                self.client.create(&prefix, PAYLOAD.as_bytes(), &node).await
+            }
+            other => other,
+        };
+        let (_, sequence) = created.map_err(|e| error("create a floor node", e))?;
+        self.client
+            .delete(&format!("{prefix}{sequence}"), None)
+            .await
+            .map_err(|e| error("delete a floor node", e))
+    }
+}
+
+/// Connection and session trouble is `Unavailable`, refused credentials
+/// `InvalidConfig`, the rest `Backend`.
+fn error(what: &str, error: ZkError) -> LockError {
+    let message = format!("floor probe: {what}: {error}");
+    match error {
+        ZkError::NoAuth | ZkError::AuthFailed => LockError::invalid_config(message),
+        ZkError::ConnectionLoss
+        | ZkError::Timeout
+        | ZkError::NoHosts
+        | ZkError::SessionExpired
+        | ZkError::ClientClosed
+        | ZkError::Custom(_) => LockError::unavailable(message, error),
+        error => LockError::backend(message, error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_floor_directory_is_no_lock_directory() {
+        let config = lock_core::url::parse::<ZkStore>("zk://h/apps")
+            .unwrap()
+            .config;
+        assert_eq!(floor_dir(&config), "/apps/bench+floor");
+        assert!(LockName::parse(FLOOR_DIR, "k").is_err());
+    }
+}

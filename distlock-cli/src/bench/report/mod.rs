@@ -1,0 +1,366 @@
+//! The bench report: an aligned table for people, JSON for scripts.
+//!
+//! Ratios are always ours/floor: above 1 for latencies means distlock is
+//! slower than the raw round trips, below 1 for throughput means it does
+//! fewer operations per second.
+
+mod hold;
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::measure::{Counts, Uncontended};
+use super::stats::{jain_index, Summary};
+
+pub(crate) use hold::HoldReport;
+
+/// What was measured, where and how; serialised as the `--json` output.
+#[derive(Debug, Serialize)]
+pub(crate) struct BenchReport {
+    pub(crate) backend: &'static str,
+    /// Password redacted.
+    pub(crate) url: String,
+    pub(crate) namespace: String,
+    pub(crate) clients: usize,
+    pub(crate) keys: usize,
+    pub(crate) shared: bool,
+    /// The runtime the clients ran on: `current thread` or `N worker threads`.
+    pub(crate) runtime: String,
+    #[serde(rename = "duration_ms", serialize_with = "millis")]
+    pub(crate) duration: Duration,
+    /// What the floor probe does; `None` if the backend has no floor.
+    pub(crate) probe: Option<String>,
+}
+
+/// The report with its results.
+#[derive(Debug, Serialize)]
+pub(crate) struct BenchResults {
+    #[serde(flatten)]
+    setup: BenchReport,
+    uncontended: Option<Latency>,
+    handoff: Option<Latency>,
+    throughput: Throughput,
+    /// `null` when the backend has no floor probe.
+    floor: Option<Floor>,
+}
+
+/// A latency distribution in microseconds.
+#[derive(Debug, Serialize)]
+struct Latency {
+    n: usize,
+    p50_us: f64,
+    p99_us: f64,
+    mean_us: f64,
+}
+
+/// Operations per second of a set of clients.
+#[derive(Debug, Serialize)]
+struct Throughput {
+    ops: u64,
+    elapsed_ms: f64,
+    ops_per_sec: f64,
+    /// Jain's index over `per_client`; `null` if nothing was done.
+    fairness: Option<f64>,
+    per_client: Vec<u64>,
+}
+
+/// The raw floor and our ratios to it.
+#[derive(Debug, Serialize)]
+struct Floor {
+    probe: String,
+    uncontended: Option<Latency>,
+    /// Our uncontended p50 / the floor's.
+    p50_ratio: Option<f64>,
+    throughput: Option<Throughput>,
+    /// Our throughput / the floor's.
+    throughput_ratio: Option<f64>,
+    /// Probe calls that failed during the throughput test.
+    throughput_errors: u64,
+}
+
+impl BenchReport {
+    /// Attaches the measurements.
+    pub(crate) fn with_results(
+        self,
+        uncontended: &Uncontended,
+        handoff: &[Duration],
+        ours: &Counts,
+        floor_counts: Option<&Counts>,
+    ) -> BenchResults {
+        let ours_latency = Latency::of(&uncontended.ours);
+        let throughput = Throughput::of(ours);
+        let floor = self.probe.clone().map(|probe| {
+            let latency = Latency::of(&uncontended.floor);
+            let floor_throughput = floor_counts.map(Throughput::of);
+            Floor {
+                probe,
+                p50_ratio: ratio(
+                    ours_latency.as_ref().map(|l| l.p50_us),
+                    latency.as_ref().map(|l| l.p50_us),
+                ),
+                uncontended: latency,
+                throughput_ratio: ratio(
+                    Some(throughput.ops_per_sec),
+                    floor_throughput.as_ref().map(|t| t.ops_per_sec),
+                ),
+                throughput: floor_throughput,
+                throughput_errors: floor_counts.map_or(0, |c| c.errors),
+            }
+        });
+        BenchResults {
+            setup: self,
+            uncontended: ours_latency,
+            handoff: Latency::of(handoff),
+            throughput,
+            floor,
+        }
+    }
+}
+
+impl Latency {
+    fn of(samples: &[Duration]) -> Option<Self> {
+        Summary::of(samples).map(|s| Self {
+            n: s.n,
+            p50_us: micros(s.p50),
+            p99_us: micros(s.p99),
+            mean_us: micros(s.mean),
+        })
+    }
+}
+
+impl Throughput {
+    fn of(counts: &Counts) -> Self {
+        let ops = counts.per_client.iter().sum();
+        let seconds = counts.elapsed.as_secs_f64();
+        Self {
+            ops,
+            elapsed_ms: seconds * 1e3,
+            ops_per_sec: if seconds > 0.0 {
+                ops as f64 / seconds
+            } else {
+                0.0
+            },
+            fairness: jain_index(&counts.per_client),
+            per_client: counts.per_client.clone(),
+        }
+    }
+}
+
+impl BenchResults {
+    /// The aligned, human-readable table.
+    pub(crate) fn table(&self) -> String {
+        let setup = &self.setup;
+        let mut out = String::new();
+        let connections = if setup.shared {
+            "sharing one connection"
+        } else {
+            "one connection each"
+        };
+        let floor = match &setup.probe {
+            Some(probe) => probe.clone(),
+            None => format!("n/a (the {} backend has no raw floor)", setup.backend),
+        };
+        for (name, value) in [
+            ("backend", setup.backend.to_owned()),
+            ("url", setup.url.clone()),
+            ("namespace", setup.namespace.clone()),
+            ("clients", format!("{} ({connections})", setup.clients)),
+            ("keys", setup.keys.to_string()),
+            ("runtime", setup.runtime.clone()),
+            (
+                "duration",
+                humantime::format_duration(setup.duration).to_string(),
+            ),
+            ("floor", floor),
+        ] {
+            let _ = writeln!(out, "{name:<11}{value}");
+        }
+
+        let _ = writeln!(
+            out,
+            "\n{:<26}{:>7}{:>11}{:>11}{:>11}",
+            "latency", "n", "p50", "p99", "mean"
+        );
+        latency_row(&mut out, "lock+release", self.uncontended.as_ref());
+        if let Some(floor) = &self.floor {
+            latency_row(&mut out, "floor", floor.uncontended.as_ref());
+            let _ = writeln!(
+                out,
+                "{:<26}{:>7}{:>11}",
+                "  ours/floor",
+                "",
+                times(floor.p50_ratio)
+            );
+        }
+        latency_row(&mut out, "handoff", self.handoff.as_ref());
+
+        let _ = writeln!(
+            out,
+            "\n{:<26}{:>11}{:>11}{:>10}",
+            "throughput", "ops/s", "ops", "fairness"
+        );
+        throughput_row(&mut out, "lock+release", Some(&self.throughput), 0);
+        if let Some(floor) = &self.floor {
+            throughput_row(
+                &mut out,
+                "floor",
+                floor.throughput.as_ref(),
+                floor.throughput_errors,
+            );
+            let _ = writeln!(
+                out,
+                "{:<26}{:>11}",
+                "  ours/floor",
+                times(floor.throughput_ratio)
+            );
+        }
+        out.truncate(out.trim_end().len());
+        out
+    }
+}
+
+fn latency_row(out: &mut String, label: &str, latency: Option<&Latency>) {
+    let label = format!("  {label}");
+    let _ = match latency {
+        Some(l) => writeln!(
+            out,
+            "{label:<26}{:>7}{:>11}{:>11}{:>11}",
+            l.n,
+            short(l.p50_us),
+            short(l.p99_us),
+            short(l.mean_us)
+        ),
+        None => writeln!(out, "{label:<26}{:>7}", "n/a"),
+    };
+}
+
+fn throughput_row(out: &mut String, label: &str, throughput: Option<&Throughput>, errors: u64) {
+    let label = format!("  {label}");
+    let _ = match throughput {
+        Some(t) => {
+            let fairness = t.fairness.map_or("n/a".to_owned(), |f| format!("{f:.3}"));
+            let refused = match errors {
+                0 => String::new(),
+                n => format!("  ({n} probe calls failed)"),
+            };
+            writeln!(
+                out,
+                "{label:<26}{:>11.0}{:>11}{fairness:>10}{refused}",
+                t.ops_per_sec, t.ops
+            )
+        }
+        None => writeln!(out, "{label:<26}{:>11}", "n/a"),
+    };
+}
+
+fn micros(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e6
+}
+
+/// A latency in microseconds, in the unit that keeps it short.
+fn short(us: f64) -> String {
+    if us < 1e3 {
+        format!("{us:.1}µs")
+    } else if us < 1e6 {
+        format!("{:.2}ms", us / 1e3)
+    } else {
+        format!("{:.2}s", us / 1e6)
+    }
+}
+
+fn ratio(ours: Option<f64>, floor: Option<f64>) -> Option<f64> {
+    match (ours, floor) {
+        (Some(ours), Some(floor)) if floor > 0.0 => Some(ours / floor),
+        _ => None,
+    }
+}
+
+fn times(ratio: Option<f64>) -> String {
+    ratio.map_or("n/a".to_owned(), |r| format!("{r:.2}x"))
+}
+
+fn millis<S: serde::Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_u64(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(probe: Option<&str>) -> BenchResults {
+        let setup = BenchReport {
+            backend: "file",
+            url: "file:///tmp/x".into(),
+            namespace: "bench-1".into(),
+            clients: 2,
+            keys: 1,
+            shared: false,
+            runtime: "current thread".into(),
+            duration: Duration::from_secs(2),
+            probe: probe.map(str::to_owned),
+        };
+        let uncontended = Uncontended {
+            ours: vec![Duration::from_micros(40); 10],
+            floor: vec![Duration::from_micros(10); 10],
+        };
+        let counts = Counts {
+            per_client: vec![100, 100],
+            elapsed: Duration::from_secs(2),
+            errors: 0,
+        };
+        let floor_counts = probe.map(|_| Counts {
+            per_client: vec![400, 400],
+            elapsed: Duration::from_secs(2),
+            errors: 0,
+        });
+        setup.with_results(
+            &uncontended,
+            &[Duration::from_millis(1)],
+            &counts,
+            floor_counts.as_ref(),
+        )
+    }
+
+    #[test]
+    fn ratios_are_ours_over_floor() {
+        let results = report(Some("flock"));
+        let floor = results.floor.as_ref().unwrap();
+        assert_eq!(floor.p50_ratio, Some(4.0));
+        assert_eq!(floor.throughput_ratio, Some(0.25));
+        assert_eq!(results.throughput.ops_per_sec, 100.0);
+        assert_eq!(results.throughput.fairness, Some(1.0));
+    }
+
+    #[test]
+    fn table_names_every_measurement() {
+        let table = report(Some("flock")).table();
+        for part in [
+            "backend    file",
+            "p50",
+            "p99",
+            "handoff",
+            "throughput",
+            "fairness",
+            "4.00x",
+            "0.25x",
+            "40.0µs",
+            "1.00ms",
+        ] {
+            assert!(table.contains(part), "{part} missing in\n{table}");
+        }
+        let without_floor = report(None).table();
+        assert!(without_floor.contains("floor      n/a"), "{without_floor}");
+    }
+
+    #[test]
+    fn json_has_flat_setup_and_nested_results() {
+        let json = serde_json::to_value(report(None)).unwrap();
+        assert_eq!(json["backend"], "file");
+        assert_eq!(json["duration_ms"], 2000);
+        assert_eq!(json["uncontended"]["p50_us"], 40.0);
+        assert_eq!(json["throughput"]["ops"], 200);
+        assert!(json["floor"].is_null());
+    }
+}

@@ -1,0 +1,38 @@
+#![doc = include_str!("../README.md")]
+
+mod cleanup;
+pub mod data_root;
+pub mod etcd;
+pub mod fencing;
+pub mod layout;
+pub mod ports;
+pub mod probe;
+mod procfs;
+pub mod programs;
+pub mod proxy;
+pub mod redis;
+pub mod server;
+mod server_log;
+pub mod shared;
+pub mod signals;
+pub mod spawner;
+pub mod spec;
+pub mod url;
+pub mod wait;
+pub mod zookeeper;
+
+pub use data_root::{data_root, keep_data_on_disk};
+pub use fencing::{FencedResource, StaleToken};
+pub use ports::{free_port, free_ports};
+pub use probe::ProbeFuture;
+pub use programs::{
+    env_override, find_program, install_hint, ETCD_URL_VAR, REDIS_URL_VAR, ZK_URL_VAR,
+};
+pub use proxy::FaultProxy;
+pub use server::Server;
+pub use shared::shared_server;
+pub use signals::{pause_group, resume_group, signal_group};
+pub use spawner::{spawn_child, spawn_child_blocking};
+pub use spec::{ServerContext, ServerSpec, DEFAULT_READY_TIMEOUT};
+pub use url::{loopback_hosts, replace_hosts, url_hosts, with_query};
+pub use wait::{eventually, Check};

@@ -1,0 +1,260 @@
+//! ZooKeeper servers for tests: standalone servers and ensembles of
+//! Debian's ZooKeeper 3.8, with their URLs.
+//!
+//! Servers run `java … QuorumPeerMain zoo.cfg` directly (not
+//! `zkServer.sh`, whose forked JVM would not get the parent-death signal)
+//! with `tickTime=500`, so session timeouts of 1 to 10 s are allowed
+//! (ZooKeeper clamps them to 2–20 ticks). A server is ready when `srvr`
+//! answers with its `Mode:`. The standalone server can also come from
+//! `DISTLOCK_TEST_ZK_URL` instead of being spawned. With the `zookeeper`
+//! feature, `raw_client` and `delete_holder` act on locks from
+//! outside distlock.
+
+use std::ffi::OsString;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::probe::{tcp_answer, tcp_request};
+use crate::{
+    env_override, find_program, free_ports, install_hint, shared_server, Server, ServerSpec,
+    ZK_URL_VAR,
+};
+
+/// Debian's ZooKeeper jar; its manifest lists the jars it needs.
+pub const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
+/// A logging back end that discards ZooKeeper's logs.
+pub const SLF4J_NOP_JAR: &str = "/usr/share/java/slf4j-nop.jar";
+/// ZooKeeper's tick: session timeouts may range from 2 to 20 ticks.
+pub const TICK: Duration = Duration::from_millis(500);
+/// ZooKeeper's client port when a URL names none.
+pub const DEFAULT_PORT: u16 = 2181;
+
+/// The `java` program and the class path, or what to install.
+fn java_and_classpath() -> Result<(PathBuf, String), String> {
+    let hint = install_hint("zookeeper", ZK_URL_VAR);
+    let java = find_program(&["java"], &hint)?;
+    for jar in [ZOOKEEPER_JAR, SLF4J_NOP_JAR] {
+        if !Path::new(jar).is_file() {
+            return Err(format!("{jar} not found: {hint}"));
+        }
+    }
+    Ok((java, format!("{ZOOKEEPER_JAR}:{SLF4J_NOP_JAR}")))
+}
+
+/// The settings every test server shares.
+fn common_config(data_dir: &Path) -> String {
+    format!(
+        "tickTime={tick}\ndataDir={data}\nmaxClientCnxns=0\nadmin.enableServer=false\n\
+         4lw.commands.whitelist=ruok,srvr,wchp\ninitLimit=10\nsyncLimit=5\n",
+        tick = TICK.as_millis(),
+        data = data_dir.display(),
+    )
+}
+
+/// JVM arguments running `QuorumPeerMain` on `config`.
+fn jvm_args(classpath: &str, config: &Path) -> Vec<OsString> {
+    [
+        "-Xmx256m",
+        "-XX:+UseSerialGC",
+        "-cp",
+        classpath,
+        "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+    ]
+    .into_iter()
+    .map(OsString::from)
+    .chain([config.as_os_str().to_owned()])
+    .collect()
+}
+
+/// Writes `text` to `path`; the argument builder cannot fail, so a write
+/// error shows up as the server failing to start, with this message.
+fn write_or_log(path: &Path, text: &str) {
+    if let Err(e) = std::fs::write(path, text) {
+        eprintln!("cannot write {}: {e}", path.display());
+    }
+}
+
+/// A standalone ZooKeeper on a free port.
+pub fn standalone_spec() -> Result<ServerSpec, String> {
+    let (java, classpath) = java_and_classpath()?;
+    Ok(ServerSpec::new("zookeeper", java)
+        .args(move |ctx| {
+            let config = ctx.data_dir.join("zoo.cfg");
+            let text = format!(
+                "{}clientPort={}\nclientPortAddress=127.0.0.1\n",
+                common_config(&ctx.data_dir),
+                ctx.port
+            );
+            write_or_log(&config, &text);
+            jvm_args(&classpath, &config)
+        })
+        .probe(|ctx| Box::pin(tcp_request(ctx.addr(), b"srvr", "Mode:"))))
+}
+
+/// A running ZooKeeper ensemble on loopback.
+#[derive(Debug)]
+pub struct Ensemble {
+    /// The members, in `myid` order (member `i` has id `i + 1`).
+    pub members: Vec<Server>,
+    client_ports: Vec<u16>,
+}
+
+impl Ensemble {
+    /// Starts `size` members at once and waits until each serves clients
+    /// (a quorum has formed). Ports are reserved up front because every
+    /// member's configuration lists all of them.
+    pub async fn start(size: usize) -> Result<Self, String> {
+        let (java, classpath) = java_and_classpath()?;
+        let ports = free_ports(size * 3).map_err(|e| format!("free ports: {e}"))?;
+        let (clients, peers) = ports.split_at(size);
+        let servers: String = (0..size)
+            .map(|i| {
+                format!(
+                    "server.{}=127.0.0.1:{}:{};127.0.0.1:{}\n",
+                    i + 1,
+                    peers[2 * i],
+                    peers[2 * i + 1],
+                    clients[i]
+                )
+            })
+            .collect();
+        let starts = (0..size).map(|i| {
+            let (java, classpath, servers) = (java.clone(), classpath.clone(), servers.clone());
+            let client = SocketAddr::from((Ipv4Addr::LOCALHOST, clients[i]));
+            ServerSpec::new(format!("zookeeper-{}", i + 1), java)
+                .args(move |ctx| {
+                    write_or_log(&ctx.data_dir.join("myid"), &format!("{}\n", i + 1));
+                    let config = ctx.data_dir.join("zoo.cfg");
+                    write_or_log(
+                        &config,
+                        &format!("{}{servers}", common_config(&ctx.data_dir)),
+                    );
+                    jvm_args(&classpath, &config)
+                })
+                .probe(move |_| Box::pin(tcp_request(client, b"srvr", "Mode:")))
+                .start()
+        });
+        let members = start_together(starts).await?;
+        Ok(Self {
+            members,
+            client_ports: clients.to_vec(),
+        })
+    }
+
+    /// The client address of member `i`.
+    pub fn client_addr(&self, i: usize) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.client_ports[i]))
+    }
+
+    /// Every member's client address.
+    pub fn client_addrs(&self) -> Vec<SocketAddr> {
+        (0..self.members.len())
+            .map(|i| self.client_addr(i))
+            .collect()
+    }
+
+    /// Which member answers `srvr` with `Mode: leader`, if any.
+    pub async fn leader(&self) -> Option<usize> {
+        for i in 0..self.members.len() {
+            if tcp_request(self.client_addr(i), b"srvr", "Mode: leader")
+                .await
+                .is_ok()
+            {
+                return Some(i);
+            }
+        }
+        None
+    }
+}
+
+/// Runs the start futures concurrently (JVMs start slowly; in parallel
+/// the ensemble forms in one start-up time). Fails with the first error.
+async fn start_together<F>(starts: impl Iterator<Item = F>) -> Result<Vec<Server>, String>
+where
+    F: std::future::Future<Output = Result<Server, String>> + Send + 'static,
+{
+    let tasks: Vec<_> = starts.map(tokio::spawn).collect();
+    let mut servers = Vec::with_capacity(tasks.len());
+    let mut first_error = None;
+    for task in tasks {
+        match task.await {
+            Ok(Ok(server)) => servers.push(server),
+            Ok(Err(e)) => first_error = first_error.or(Some(e)),
+            Err(e) => first_error = first_error.or(Some(e.to_string())),
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(servers),
+    }
+}
+
+/// A `zk://` URL over `addrs` with base path `base` and query `query`.
+pub fn zk_url(addrs: &[SocketAddr], base: &str, query: &str) -> String {
+    let hosts = crate::url::host_list(addrs.iter().copied());
+    let query = if query.is_empty() {
+        String::new()
+    } else {
+        format!("?{query}")
+    };
+    format!("zk://{hosts}{base}{query}")
+}
+
+/// The shared standalone server of this test binary (or the server
+/// `DISTLOCK_TEST_ZK_URL` names): its client addresses.
+pub async fn shared_standalone() -> Result<Vec<SocketAddr>, String> {
+    if let Some(url) = env_override(ZK_URL_VAR) {
+        return crate::url::resolve_hosts(&url, DEFAULT_PORT)
+            .map_err(|e| format!("{ZK_URL_VAR}: {e}"));
+    }
+    let server = shared_server("zookeeper", standalone_spec).await?;
+    Ok(vec![server.addr()])
+}
+
+/// How many sessions watch node `path`, as the server at `addr` reports
+/// it with the `wchp` (watches by path) four-letter word.
+pub async fn watchers_of(addr: SocketAddr, path: &str) -> Result<usize, String> {
+    let answer = tcp_answer(addr, b"wchp").await?;
+    // A path on a line of its own, then one indented line per session.
+    Ok(answer
+        .lines()
+        .skip_while(|line| *line != path)
+        .skip(1)
+        .take_while(|line| line.starts_with(char::is_whitespace))
+        .count())
+}
+
+/// A plain ZooKeeper session on the servers at `addrs` (no chroot, no
+/// auth), for looking at or meddling with lock nodes as an operator would.
+#[cfg(feature = "zookeeper")]
+pub async fn raw_client(
+    addrs: &[SocketAddr],
+) -> Result<zookeeper_client::Client, zookeeper_client::Error> {
+    zookeeper_client::Client::connect(&crate::url::host_list(addrs.iter().copied())).await
+}
+
+/// Deletes the node holding lock `name` under base path `base`, as an
+/// operator would: the first of the
+/// [contenders](crate::layout::zk_contenders) in its
+/// [lock directory](crate::layout::zk_lock_dir). Fails if there is none.
+#[cfg(feature = "zookeeper")]
+pub async fn delete_holder(
+    client: &zookeeper_client::Client,
+    base: &str,
+    name: &lock_core::LockName,
+) -> Result<(), String> {
+    let dir = crate::layout::zk_lock_dir(base, name);
+    let children = client
+        .list_children(&dir)
+        .await
+        .map_err(|e| format!("list {dir}: {e}"))?;
+    let holder = crate::layout::zk_contenders(&children)
+        .into_iter()
+        .next()
+        .ok_or_else(|| format!("no holder under {dir}"))?;
+    client
+        .delete(&format!("{dir}/{holder}"), None)
+        .await
+        .map_err(|e| format!("delete {dir}/{holder}: {e}"))
+}

@@ -1,0 +1,264 @@
+//! What a store implements, and the machinery it may reuse.
+//!
+//! Application code never needs this module: it takes locks through
+//! [`Locker`](crate::Locker). A store crate implements [`Backend`] (and
+//! [`HeldLock`] for the locks it hands out) and plugs into `connect`
+//! through [`Store`]; its URL is read with [`crate::url`].
+//!
+//! Machinery shared by every store lives here too: the retry loop for
+//! stores that can only "try" ([`acquire_with_retries`]), per-key wake-ups
+//! ([`WakeRegistry`]), [`Backoff`] policies for retrying transient errors,
+//! clean-up that survives a dropped future ([`CleanupOnDrop`],
+//! [`spawn_detached`]), the loss channel ([`loss_channel`]), a due-ordered
+//! queue of delayed work ([`DueQueue`]) and the renewal margin
+//! ([`clock_drift`]).
+//!
+//! # Contract
+//!
+//! A backend implements only what differs between stores. lock-core does
+//! the rest: key validation, namespaces, deadlines, renewal timing, the
+//! lost signal, background release on drop and tracing.
+//!
+//! * [`Backend::acquire`] takes one lock. With [`WaitMode::Try`] it makes a
+//!   single attempt and returns `Ok(None)` if the lock is held; otherwise it
+//!   waits (driven by store notifications where the store has them) until
+//!   it holds the lock. lock-core enforces the caller's deadline by dropping
+//!   the future, so **`acquire` must be cancel-safe**: a dropped call must
+//!   leave nothing behind that blocks later acquirers (a queue entry, a key
+//!   whose reply was lost). [`spawn_detached`] and [`CleanupOnDrop`] help.
+//! * The returned [`Acquired`] says how the lease stays alive
+//!   ([`Renewal`]) and carries a [`HeldLock`] through which lock-core
+//!   renews and releases it.
+//! * Release and renewal compare ownership in the store: they never touch a
+//!   lock that is no longer ours, and report [`LockError::Lost`] instead.
+//! * A backend that learns of a loss by itself (session expired, node
+//!   deleted) calls [`LossReporter::report`] on the request's reporter.
+
+mod backoff;
+mod due_queue;
+mod spawn;
+mod store;
+mod wait;
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use crate::error::LockError;
+use crate::info::LockInfo;
+use crate::key::LockName;
+use crate::owner::OwnerId;
+use crate::token::FencingToken;
+
+pub use crate::error::BoxError;
+pub use crate::loss::{loss_channel, LossReporter};
+pub use crate::renewal::clock_drift;
+/// Re-exported so store crates and the conformance macro name one version.
+pub use async_trait::async_trait;
+pub use backoff::{Backoff, Delays};
+pub use due_queue::DueQueue;
+pub use spawn::{spawn_detached, CleanupOnDrop};
+pub use store::{open_store, Store};
+pub use wait::{acquire_with_retries, Attempt, TryAcquire, WakeRegistry, WakeSubscription};
+
+/// A lock store. Object-safe; a [`Locker`](crate::Locker) holds one as
+/// `Arc<dyn Backend>`.
+///
+/// `Debug` must not print credentials.
+#[async_trait]
+pub trait Backend: Send + Sync + fmt::Debug + 'static {
+    /// Short name of the store, used in traces and reports (`redis`, `file`).
+    fn name(&self) -> &'static str;
+
+    /// What this backend can do; the conformance suite picks cases by it.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Takes the lock described by `request`; see the module docs for the
+    /// contract. `Ok(None)` only for [`WaitMode::Try`] when the lock is held,
+    /// or when a wait ended at its deadline.
+    async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError>;
+
+    /// Who holds `name` now, or `None` if it is free.
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError>;
+
+    /// Removes the lock `name` whoever holds it (an operator's override);
+    /// the holder's guard reports [`LossReason::TakenAway`](crate::LossReason)
+    /// once its backend notices. Returns whether a lock was removed.
+    ///
+    /// The default refuses with [`LockError::NotSupported`]; backends that
+    /// support it set [`Capabilities::force_release`].
+    async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
+        let _ = name;
+        Err(LockError::not_supported(
+            self.name(),
+            "removing another owner's lock",
+        ))
+    }
+}
+
+/// What a backend can do, as read by the conformance suite and by
+/// [`Locker::capabilities`](crate::Locker::capabilities). Built in one
+/// expression from the list of what applies:
+///
+/// ```
+/// use lock_core::backend::{Capabilities, Capability::*};
+/// let caps = Capabilities::of(&[Expiry, Fifo, Remote]);
+/// assert!(caps.fifo && !caps.force_release);
+/// assert_eq!(Capabilities::default(), Capabilities::of(&[]));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Locks of a holder that vanished (crashed, partitioned) are freed by
+    /// the store after the ttl.
+    pub expiry: bool,
+    /// Each lock has its own lease: a guard that stops renewing
+    /// ([`LockOptions::auto_renew`](crate::LockOptions::auto_renew) off, or
+    /// [`LockGuard::leak`](crate::LockGuard::leak)) expires after the ttl
+    /// even while its locker lives.
+    pub per_lock_expiry: bool,
+    /// [`Backend::force_release`] is supported.
+    pub force_release: bool,
+    /// Waiters are woken by the store when a lock is released (not by
+    /// polling), across processes.
+    pub notified_wakeups: bool,
+    /// Waiters get the lock in the order they asked for it.
+    pub fifo: bool,
+    /// The store is reached over a network and can become unreachable.
+    pub remote: bool,
+}
+
+/// One thing a backend can do; see the field of the same name in
+/// [`Capabilities`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Capability {
+    /// [`Capabilities::expiry`].
+    Expiry,
+    /// [`Capabilities::per_lock_expiry`].
+    PerLockExpiry,
+    /// [`Capabilities::force_release`].
+    ForceRelease,
+    /// [`Capabilities::notified_wakeups`].
+    NotifiedWakeups,
+    /// [`Capabilities::fifo`].
+    Fifo,
+    /// [`Capabilities::remote`].
+    Remote,
+}
+
+impl Capabilities {
+    /// Exactly the capabilities in `list`.
+    pub const fn of(list: &[Capability]) -> Self {
+        let mut caps = Self {
+            expiry: false,
+            per_lock_expiry: false,
+            force_release: false,
+            notified_wakeups: false,
+            fifo: false,
+            remote: false,
+        };
+        let mut i = 0;
+        while i < list.len() {
+            match list[i] {
+                Capability::Expiry => caps.expiry = true,
+                Capability::PerLockExpiry => caps.per_lock_expiry = true,
+                Capability::ForceRelease => caps.force_release = true,
+                Capability::NotifiedWakeups => caps.notified_wakeups = true,
+                Capability::Fifo => caps.fifo = true,
+                Capability::Remote => caps.remote = true,
+            }
+            i += 1;
+        }
+        caps
+    }
+}
+
+/// How long an acquire call may wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitMode {
+    /// One attempt, no waiting.
+    Try,
+    /// Wait until this instant at most.
+    Until(Instant),
+    /// Wait until the lock is free.
+    Forever,
+}
+
+impl WaitMode {
+    /// The instant the wait ends, if any.
+    pub fn deadline(self) -> Option<Instant> {
+        match self {
+            Self::Until(deadline) => Some(deadline),
+            Self::Try | Self::Forever => None,
+        }
+    }
+
+    /// False for [`WaitMode::Try`].
+    pub fn may_wait(self) -> bool {
+        !matches!(self, Self::Try)
+    }
+}
+
+/// One request to take a lock, built by lock-core.
+#[derive(Debug)]
+pub struct AcquireRequest {
+    /// The lock's namespace and key, validated.
+    pub name: LockName,
+    /// A fresh owner id for this acquisition.
+    pub owner: OwnerId,
+    /// The lease length.
+    pub ttl: Duration,
+    /// How long the call may wait.
+    pub wait: WaitMode,
+    /// Report the loss of the lock here once acquired.
+    pub loss: LossReporter,
+}
+
+/// A lock the backend has taken.
+#[derive(Debug)]
+pub struct Acquired {
+    /// The lock's fencing token.
+    pub token: FencingToken,
+    /// When the request that took the lock was sent; the lease is counted
+    /// from here, so the validity window errs on the safe side.
+    pub requested_at: Instant,
+    /// How the lease stays alive.
+    pub renewal: Renewal,
+    /// Renews and releases this lock.
+    pub held: Box<dyn HeldLock>,
+}
+
+/// How a held lock's lease stays alive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Renewal {
+    /// The lease expires after the ttl. lock-core renews it at ttl/3
+    /// through [`HeldLock::renew`] and reports the lock lost when a renewal
+    /// is refused or when the validity window (last successful renewal's
+    /// send time + ttl − drift) closes without one.
+    Lease,
+    /// The backend keeps the lock alive (a session or shared lease) and
+    /// reports its loss itself.
+    Managed,
+    /// The lock never expires; lock-core calls [`HeldLock::renew`] every
+    /// `interval` only to check it still stands (for example that the lock
+    /// file was not removed).
+    Check {
+        /// How often to check.
+        interval: Duration,
+    },
+}
+
+/// Renews and releases one held lock. Dropping it without `release` must
+/// not block; it may release synchronously where the store allows (closing
+/// a file) and otherwise leaves the lock to expire.
+#[async_trait]
+pub trait HeldLock: Send + Sync + fmt::Debug {
+    /// Extends the lease to `ttl` from now (or, for [`Renewal::Check`] and
+    /// [`Renewal::Managed`], checks that the lock still stands). Returns
+    /// [`LockError::Lost`] if the store says the lock is not ours any more.
+    async fn renew(&self, ttl: Duration) -> Result<(), LockError>;
+
+    /// Releases the lock if it is still ours; otherwise touches nothing and
+    /// returns [`LockError::Lost`]. Wakes waiters.
+    async fn release(&self) -> Result<(), LockError>;
+}

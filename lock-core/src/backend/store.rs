@@ -1,0 +1,63 @@
+//! [`Store`]: the one shape in which every store plugs into `connect`.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use super::Backend;
+use crate::error::LockError;
+use crate::locker::Locker;
+use crate::url::{parse, StoreUrl};
+
+/// A kind of store: the URL schemes it serves, its settings read from a
+/// URL, and how to open it. Each store crate has one (`FileStore`,
+/// `RedisStore`, ...), and the facade's `connect` walks the compiled-in
+/// ones by scheme.
+///
+/// ```
+/// use lock_core::backend::{open_store, Store};
+/// use lock_core::memory::MemoryStore;
+///
+/// # async fn demo() -> Result<(), lock_core::LockError> {
+/// assert_eq!(MemoryStore::SCHEMES, ["mem"]);
+/// let config = lock_core::url::parse::<MemoryStore>("mem://jobs?ttl=5s")?.config;
+/// assert_eq!(config.name, "jobs");
+/// let locks = open_store::<MemoryStore>("mem://jobs?ttl=5s").await?;
+/// assert_eq!(locks.options().ttl, std::time::Duration::from_secs(5));
+/// # Ok(()) }
+/// # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
+/// ```
+pub trait Store: 'static {
+    /// The store's name in messages (`Redis`, `etcd`).
+    const NAME: &'static str;
+
+    /// The URL schemes this store serves (`["etcd", "etcds"]`).
+    const SCHEMES: &'static [&'static str];
+
+    /// The store's settings. `Debug` must not show credentials.
+    type Config: fmt::Debug + Send + 'static;
+
+    /// Reads the store's settings from `url`, whose scheme is one of
+    /// [`SCHEMES`](Self::SCHEMES): hosts, path, credentials and the store's
+    /// own options (taken from [`StoreUrl::options`]; whatever is left is
+    /// refused afterwards). Errors are [`LockError::InvalidConfig`] and never
+    /// show credentials (quote [`StoreUrl::shown`]).
+    ///
+    /// Called through [`crate::url::parse`], never directly, so that every
+    /// store reads its URL the same way.
+    fn config(url: &mut StoreUrl) -> Result<Self::Config, LockError>;
+
+    /// Opens the store `config` describes. Stores that connect eagerly
+    /// fail here with [`LockError::Unavailable`] when unreachable.
+    fn open(
+        config: Self::Config,
+    ) -> impl Future<Output = Result<Arc<dyn Backend>, LockError>> + Send;
+}
+
+/// Opens a [`Locker`] on the store `url` names, read through `S`: the
+/// common options become the locker's settings.
+pub async fn open_store<S: Store>(url: &str) -> Result<Locker, LockError> {
+    let parsed = parse::<S>(url)?;
+    let backend = S::open(parsed.config).await?;
+    Ok(Locker::new(backend, parsed.locker))
+}

@@ -1,0 +1,122 @@
+//! Cases about the life of calls and guards: cancelled calls, dropped
+//! guards, an unreachable store, and `inspect`.
+
+use super::*;
+
+/// Dropping an in-flight `lock()` — while queued behind a holder, or in the
+/// middle of taking a free lock — leaves nothing that blocks the next
+/// acquirer: the key is free at once (long before any ttl).
+pub async fn dropped_lock_call_leaves_nothing_behind(factory: &dyn LockerFactory) -> CaseResult {
+    let settings = settings("dropped_lock_call", TTL);
+    let (a, b) = open_two(factory, &settings).await?;
+    let c = factory.open(&settings).await?;
+    // Waiters dropped while queued behind a holder.
+    let holder = a.lock("queued").await?;
+    for _ in 0..3 {
+        let dropped = tokio::time::timeout(Duration::from_millis(200), b.lock("queued")).await;
+        assert!(dropped.is_err(), "lock() on a held key returned");
+    }
+    let timed_out = b
+        .lock_with("queued", wait(Duration::from_millis(200)))
+        .await;
+    assert!(
+        matches!(timed_out, Err(LockError::Timeout { .. })),
+        "{timed_out:?}"
+    );
+    holder.release().await?;
+    let next = c.lock_with("queued", wait(Duration::from_secs(1))).await?;
+    next.release().await?;
+    // Calls dropped at varying points while taking a free lock.
+    for step in 0..12u64 {
+        let cut_after = Duration::from_micros(step * step * 150);
+        if let Ok(taken) = tokio::time::timeout(cut_after, b.lock("free")).await {
+            drop(taken?);
+        }
+        let next = c
+            .lock_with("free", wait(Duration::from_secs(1)))
+            .await
+            .unwrap_or_else(|e| panic!("key blocked after a call dropped at {cut_after:?}: {e}"));
+        next.release().await?;
+    }
+    Ok(Outcome::Passed)
+}
+
+/// Dropping a guard releases the lock in the background, soon.
+pub async fn dropped_guard_frees_lock_shortly(factory: &dyn LockerFactory) -> CaseResult {
+    let settings = settings("dropped_guard", TTL);
+    let (a, b) = open_two(factory, &settings).await?;
+    drop(a.lock("k").await?);
+    let guard = b.lock_with("k", wait(Duration::from_secs(1))).await?;
+    guard.release().await?;
+    Ok(Outcome::Passed)
+}
+
+/// With the store unreachable, calls fail with `Unavailable` instead of
+/// hanging or panicking; once it is back, the same locker works again.
+pub async fn unreachable_store_gives_unavailable_then_recovers(
+    factory: &dyn LockerFactory,
+) -> CaseResult {
+    const NO_HANG: Duration = Duration::from_secs(20);
+    let settings = settings("unreachable", TTL);
+    let Some(opened) = factory.open_with_outage(&settings).await else {
+        return Ok(Outcome::NotApplicable(
+            "an outage-capable factory (fault proxy)",
+        ));
+    };
+    let (locker, outage) = opened?;
+    locker.lock("before").await?.release().await?;
+    outage.begin().await;
+    let during = tokio::time::timeout(NO_HANG, locker.try_lock("during")).await;
+    let during = during.expect("try_lock hung while the store was unreachable");
+    assert!(
+        matches!(during, Err(LockError::Unavailable { .. })),
+        "expected Unavailable, got {during:?}"
+    );
+    let waited = tokio::time::timeout(
+        NO_HANG,
+        locker.lock_with("during", wait(Duration::from_secs(2))),
+    )
+    .await;
+    assert!(
+        matches!(
+            waited.expect("lock hung"),
+            Err(LockError::Unavailable { .. } | LockError::Timeout { .. })
+        ),
+        "lock during an outage must fail"
+    );
+    outage.end().await;
+    let deadline = Instant::now() + NO_HANG;
+    loop {
+        match locker.try_lock("after").await {
+            Ok(Some(guard)) => {
+                guard.release().await?;
+                return Ok(Outcome::Passed);
+            }
+            Ok(None) => panic!("key `after` is held by nobody, yet try_lock failed"),
+            Err(error) if Instant::now() < deadline && error.is_retriable() => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(error) => panic!("the locker did not recover: {error}"),
+        }
+    }
+}
+
+/// `inspect` reports the holder's owner and token, and `None` for a free key.
+pub async fn inspect_reports_holder(factory: &dyn LockerFactory) -> CaseResult {
+    let settings = settings("inspect", TTL);
+    let (a, b) = open_two(factory, &settings).await?;
+    assert!(b.inspect("k").await?.is_none(), "a free key has a holder");
+    let guard = a.lock("k").await?;
+    let info = b.inspect("k").await?.expect("held key shows no holder");
+    assert_eq!(info.owner, guard.owner().as_str());
+    assert_eq!(info.token, guard.token());
+    if let Some(left) = info.ttl_left {
+        assert!(left <= settings.ttl, "ttl_left {left:?} above the ttl");
+    }
+    guard.release().await?;
+    assert!(
+        b.inspect("k").await?.is_none(),
+        "a released key still has a holder"
+    );
+    Ok(Outcome::Passed)
+}

@@ -1,0 +1,80 @@
+//! The cases. Each takes a [`LockerFactory`] and checks one behaviour the
+//! user relies on; assertion failures panic with what went wrong.
+
+mod exclusion;
+mod keys;
+mod lifecycle;
+mod loss;
+
+pub use exclusion::*;
+pub use keys::*;
+pub use lifecycle::*;
+pub use loss::*;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::factory::{CaseSettings, LockerFactory};
+use super::runner::Outcome;
+use super::CaseResult;
+use crate::error::LockError;
+use crate::key::{Namespace, MAX_KEY_LEN};
+use crate::locker::Locker;
+use crate::options::LockOptions;
+
+/// The ttl of most cases: long enough that expiry cannot explain a
+/// hand-off the case expects from a release.
+const TTL: Duration = Duration::from_secs(3);
+
+/// The ttl of cases that wait for expiry or renewal.
+const SHORT_TTL: Duration = Duration::from_secs(1);
+
+/// Slack for scheduling and store latency on a busy CI machine.
+const SLACK: Duration = Duration::from_secs(2);
+
+fn settings(case: &str, ttl: Duration) -> CaseSettings {
+    let short: String = case
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(24)
+        .collect();
+    let unique = &uuid::Uuid::new_v4().simple().to_string()[..12];
+    CaseSettings {
+        namespace: Namespace::new(&format!("c-{short}-{unique}")).expect("valid namespace"),
+        ttl,
+    }
+}
+
+fn wait(d: Duration) -> LockOptions {
+    LockOptions::new().wait(d)
+}
+
+/// Awaits a spawned task, re-raising its panic in the case.
+async fn join<T>(task: tokio::task::JoinHandle<T>) -> T {
+    match task.await {
+        Ok(value) => value,
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        Err(error) => panic!("task failed: {error}"),
+    }
+}
+
+/// Lockers in the same namespace, each with its own connection.
+async fn open_many(
+    factory: &dyn LockerFactory,
+    settings: &CaseSettings,
+    count: usize,
+) -> Result<Vec<Locker>, LockError> {
+    let mut lockers = Vec::with_capacity(count);
+    for _ in 0..count {
+        lockers.push(factory.open(settings).await?);
+    }
+    Ok(lockers)
+}
+
+async fn open_two(
+    factory: &dyn LockerFactory,
+    settings: &CaseSettings,
+) -> Result<(Locker, Locker), LockError> {
+    Ok((factory.open(settings).await?, factory.open(settings).await?))
+}

@@ -1,0 +1,165 @@
+//! [`redact`]: the one way a lock URL is shown in messages and logs.
+
+use std::fmt;
+
+use percent_encoding::percent_decode_str;
+
+/// A lock URL fit for messages: its user info and the value of every
+/// `password` option replaced by `***`, and the secrets it hid, so that
+/// messages quoting them (a client library's error, say) can be
+/// [scrubbed](Redacted::scrub) too.
+///
+/// `Display` and `Debug` show the masked URL only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Redacted {
+    shown: String,
+    secrets: Vec<String>,
+}
+
+/// Masks the credentials of `url`, which may be any text: a URL the `url`
+/// crate rejects (a host list, a bad port) is masked just as well.
+///
+/// Everything between `://` and the last `@` is replaced by `***` (it may
+/// be a password, or a token used as a user name), and so is the value of
+/// every `password` query option.
+///
+/// ```
+/// use lock_core::url::redact;
+/// let shown = redact("redlock://u:s3cret@a:1,b:2/?ttl=1s&password=p");
+/// assert_eq!(shown.to_string(), "redlock://***@a:1,b:2/?ttl=1s&password=***");
+/// assert_eq!(shown.scrub("AUTH u s3cret failed"), "AUTH u *** failed");
+/// ```
+pub fn redact(url: &str) -> Redacted {
+    let (without_options, mut secrets) = mask_password_options(url);
+    let shown = match (without_options.find("://"), without_options.rfind('@')) {
+        (Some(start), Some(at)) if at > start => {
+            let user_info = &without_options[start + 3..at];
+            // `user:password` hides the password; a lone field may be a
+            // password or token too.
+            let secret = user_info.split_once(':').map_or(user_info, |(_, p)| p);
+            secrets.push(secret.to_owned());
+            format!(
+                "{}://***@{}",
+                &without_options[..start],
+                &without_options[at + 1..]
+            )
+        }
+        _ => without_options,
+    };
+    secrets.retain(|secret| !secret.is_empty());
+    Redacted { shown, secrets }
+}
+
+impl Redacted {
+    /// The masked URL.
+    pub fn as_str(&self) -> &str {
+        &self.shown
+    }
+
+    /// `message` with every secret of the URL, as written and
+    /// percent-decoded, replaced by `***`.
+    pub fn scrub(&self, message: &str) -> String {
+        let mut clean = message.to_owned();
+        for secret in &self.secrets {
+            clean = clean.replace(secret.as_str(), "***");
+            let decoded = decode_form(secret);
+            if !decoded.is_empty() && decoded != *secret {
+                clean = clean.replace(&decoded, "***");
+            }
+        }
+        clean
+    }
+}
+
+impl fmt::Display for Redacted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.shown, f)
+    }
+}
+
+/// `url` with the value of every `password` option replaced by `***`, and
+/// those values as written.
+fn mask_password_options(url: &str) -> (String, Vec<String>) {
+    let Some(start) = url.find('?') else {
+        return (url.to_owned(), Vec::new());
+    };
+    let (head, rest) = url.split_at(start + 1);
+    let (query, fragment) = rest.split_at(rest.find('#').unwrap_or(rest.len()));
+    let mut passwords = Vec::new();
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, value)) if percent_decode_str(name).decode_utf8_lossy() == "password" => {
+                passwords.push(value.to_owned());
+                format!("{name}=***")
+            }
+            _ => pair.to_owned(),
+        })
+        .collect();
+    (format!("{head}{}{fragment}", pairs.join("&")), passwords)
+}
+
+/// Percent-decoding as a query value is decoded (`+` kept as is).
+fn decode_form(text: &str) -> String {
+    percent_decode_str(text).decode_utf8_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_info_and_password_options_are_masked() {
+        assert_eq!(
+            redact("redlock://u:s3cret@a:1,b:2/?ttl=1s").as_str(),
+            "redlock://***@a:1,b:2/?ttl=1s"
+        );
+        assert_eq!(
+            redact("etcd://a:1,b:2?user=root&password=s3cret&ttl=2s").as_str(),
+            "etcd://a:1,b:2?user=root&password=***&ttl=2s"
+        );
+        assert_eq!(
+            redact("zk://h?pass%77ord=p%40w").as_str(),
+            "zk://h?pass%77ord=***"
+        );
+        assert_eq!(
+            redact("redis://user:s3cret@host:6379/0").as_str(),
+            "redis://***@host:6379/0"
+        );
+        assert_eq!(
+            redact("etcd://h:2379?passwordless=yes&ttl=3s").as_str(),
+            "etcd://h:2379?passwordless=yes&ttl=3s"
+        );
+    }
+
+    #[test]
+    fn scrubbing_covers_written_and_decoded_secrets() {
+        let url = redact("redis://u:s%40cret@127.0.0.1:1?password=t%26wo");
+        assert_eq!(
+            url.scrub("auth s@cret, s%40cret, t&wo, t%26wo"),
+            "auth ***, ***, ***, ***"
+        );
+        assert_eq!(
+            redact("mem://x").scrub("nothing to hide"),
+            "nothing to hide"
+        );
+        let lone = redact("redis://token@h:1");
+        assert_eq!(lone.scrub("bad token"), "bad ***");
+    }
+
+    #[test]
+    fn display_and_debug_never_show_secrets() {
+        let url = redact("redis://u:s3cret@h:1?password=other");
+        let text = format!("{url} {url:?}");
+        assert!(
+            !text.contains("s3cret") && !text.contains("other"),
+            "{text}"
+        );
+    }
+}

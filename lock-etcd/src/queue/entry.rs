@@ -1,0 +1,130 @@
+//! Our entry in the lock's queue: put with a read of the entries before
+//! it, withdrawn after a failed `try_lock`, deleted if abandoned.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, PutOptions, Txn, TxnOp};
+use lock_core::backend::{AcquireRequest, CleanupOnDrop, WaitMode};
+use lock_core::LockError;
+
+use super::turn::Position;
+use super::{first_range, header_revision, newest_first, run_txn, View};
+use crate::backend::Shared;
+use crate::client::with_retries;
+use crate::names::EntryName;
+use crate::session::Lease;
+
+/// Our entry in the queue; deleted in the background if dropped armed.
+pub(super) struct Entry {
+    pub(super) at: Position,
+    name: Arc<EntryName>,
+    cleanup: CleanupOnDrop,
+}
+
+impl Entry {
+    /// Puts our entry and reads the two entries before it, in one
+    /// transaction.
+    pub(super) async fn enqueue(
+        shared: &Shared,
+        prefix: &[u8],
+        lease: &Lease,
+        request: &AcquireRequest,
+    ) -> Result<(Self, View), LockError> {
+        let name = shared.names.reserve(prefix, lease.id());
+        let key = name.key().to_vec();
+        // Armed before the request leaves: if this call is dropped while
+        // the reply is in flight, the entry may exist and must go.
+        let cleanup = CleanupOnDrop::new(delete_entry(
+            shared.client.clone(),
+            Arc::clone(&name),
+            shared.config.response_timeout,
+        ));
+        let put = PutOptions::new().with_lease(lease.id());
+        // The name is reserved for this call, so "create if absent" makes a
+        // retry after a lost reply harmless: the else branch finds the
+        // entry we made.
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([
+                TxnOp::put(key.clone(), request.owner.as_str(), Some(put)),
+                TxnOp::get(prefix.to_vec(), Some(newest_first(3))),
+            ])
+            .or_else([TxnOp::get(
+                key.clone(),
+                Some(GetOptions::new().with_keys_only()),
+            )]);
+        let deadline = shared.retry_deadline(request.wait);
+        let response = run_txn(&shared.client, deadline, "cannot queue for the lock", txn).await?;
+        let mut entry = Self {
+            at: Position {
+                prefix: prefix.to_vec(),
+                revision: 0,
+            },
+            name,
+            cleanup,
+        };
+        let newest = first_range(&response);
+        if response.succeeded() {
+            // Our entry is the newest under the prefix as of this revision,
+            // created by this transaction.
+            entry.at.revision = header_revision(&response);
+            let view = entry.at.view(&newest, entry.at.revision);
+            return Ok((entry, view));
+        }
+        // An earlier try of this very request went through.
+        entry.at.revision = newest.first().map_or(0, KeyValue::create_revision);
+        let view = entry.at.check(shared, deadline).await?;
+        Ok((entry, view))
+    }
+
+    /// Deletes our entry after a failed `try_lock`, and disarms the clean-up.
+    pub(super) async fn withdraw(self, shared: &Shared) -> Result<(), LockError> {
+        let deadline = shared.retry_deadline(WaitMode::Try);
+        with_retries(deadline, "cannot leave the lock queue", || {
+            let mut kv = shared.client.kv_client();
+            let key = self.name.key().to_vec();
+            async move { kv.delete(key, None).await }
+        })
+        .await?;
+        self.cleanup.disarm();
+        self.name.mark_gone();
+        Ok(())
+    }
+
+    /// The entry's name and create revision, now the holder's: no clean-up.
+    pub(super) fn into_key(self) -> (Arc<EntryName>, i64) {
+        self.cleanup.disarm();
+        (self.name, self.at.revision)
+    }
+}
+
+/// Deletes a queue entry whose acquire was abandoned. If nothing was
+/// there, the put may still be in flight on another stream of the same
+/// connection (etcd handles each request on its own): delete once more a
+/// little later, which is harmless since the name stays reserved for this
+/// call until then.
+async fn delete_entry(client: Client, name: Arc<EntryName>, response_timeout: Duration) {
+    const SECOND_TRY_AFTER: Duration = Duration::from_millis(250);
+    let key = name.key().to_vec();
+    let delete = || {
+        let deadline = Instant::now() + response_timeout;
+        with_retries(deadline, "cannot delete an abandoned queue entry", || {
+            let mut kv = client.kv_client();
+            let key = key.clone();
+            async move { kv.delete(key, None).await }
+        })
+    };
+    match delete().await {
+        Ok(response) if response.deleted() > 0 => name.mark_gone(),
+        Ok(_) => {
+            tokio::time::sleep(SECOND_TRY_AFTER).await;
+            if delete().await.is_ok() {
+                name.mark_gone();
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, "distlock: an abandoned etcd queue entry stays until its lease ends");
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! etcd behaviour beyond the conformance suite, on one member shared by
+//! the tests of this binary: the flags the store declares, how queue
+//! entries are named and reused, and a waiter whose own lease is revoked.
+//! Queues are read with a raw client, where the testkit's `layout` says
+//! they are.
+
+mod common;
+
+use common::connect;
+use distlock_testkit::etcd::{holder_entry, raw_client, shared_etcd_url};
+use distlock_testkit::layout::etcd_queue_prefix;
+use distlock_testkit::with_query;
+use lock_core::backend::Capabilities;
+
+/// Pins the flags, so none flips unnoticed: locks live as long as the
+/// session lease (no per-lock expiry); everything else etcd does.
+#[tokio::test]
+async fn etcd_declares_its_capabilities() {
+    let url = shared_etcd_url().await.expect("etcd test server");
+    let locker = connect(&url).await.unwrap();
+    let caps = locker.capabilities();
+    let mut expected = Capabilities::default();
+    expected.expiry = true;
+    expected.force_release = true;
+    expected.notified_wakeups = true;
+    expected.fifo = true;
+    expected.remote = true;
+    assert_eq!(caps, expected);
+}
+
+/// etcd's index keeps every key written until compaction, and each
+/// acquisition reads its queue by prefix: a fresh entry key per
+/// acquisition would make a busy lock slower with every use. One locker
+/// taking a lock again and again writes one key; two of its acquisitions
+/// queued at once use two.
+#[tokio::test]
+async fn repeated_acquisitions_reuse_one_entry_key() {
+    use std::time::Duration;
+
+    let url = shared_etcd_url().await.expect("etcd test server");
+    let url = with_query(&url, "namespace=reuse-entry-keys&ttl=3s");
+    let locker = connect(&url).await.unwrap();
+    let raw = raw_client(&url).await.unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let guard = locker.lock("k").await.unwrap();
+        let (entry, _) = holder_entry(&raw, &locker.name("k").unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        seen.push(entry);
+        guard.release().await.unwrap();
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+
+    let first = locker.lock("k").await.unwrap();
+    let waiting = {
+        let locker = locker.clone();
+        tokio::spawn(async move { locker.lock("k").await })
+    };
+    // The second acquisition's entry is the newest of the queue.
+    let prefix = etcd_queue_prefix(&locker.name("k").unwrap());
+    let newest = etcd_client::GetOptions::new().with_prefix().with_sort(
+        etcd_client::SortTarget::Create,
+        etcd_client::SortOrder::Descend,
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let queued = loop {
+        let response = raw
+            .kv_client()
+            .get(prefix.clone(), Some(newest.clone()))
+            .await
+            .unwrap();
+        if response.kvs().len() == 2 {
+            break response.kvs()[0].key().to_vec();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the second acquisition never queued"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        seen[0],
+        holder_entry(&raw, &locker.name("k").unwrap())
+            .await
+            .unwrap()
+            .unwrap()
+            .0
+    );
+    assert_ne!(queued, seen[0]);
+    first.release().await.unwrap();
+    let second = waiting.await.unwrap().unwrap();
+    assert_eq!(
+        holder_entry(&raw, &locker.name("k").unwrap())
+            .await
+            .unwrap()
+            .unwrap()
+            .0,
+        queued
+    );
+    second.release().await.unwrap();
+}
+
+/// Two calls of one locker share its lease, so revoking it deletes the
+/// holder's entry and the waiter's at once. The waiter, seeing its
+/// predecessor (at the head) go, must not take the lock with its own entry
+/// gone: it queues again on a new lease and holds a lock that stays held.
+#[tokio::test]
+async fn a_waiter_behind_an_entry_of_its_own_lease_survives_the_revocation() {
+    use lock_core::LockOptions;
+    use std::time::Duration;
+
+    let url = shared_etcd_url().await.expect("etcd test server");
+    let url = with_query(&url, "namespace=revoke-own-lease&ttl=3s");
+    let locker = connect(&url).await.unwrap();
+    let raw = raw_client(&url).await.unwrap();
+    let first = locker.lock("k").await.unwrap();
+    let waiting = {
+        let locker = locker.clone();
+        tokio::spawn(async move {
+            locker
+                .lock_with("k", LockOptions::new().wait(Duration::from_secs(20)))
+                .await
+        })
+    };
+    let prefix = etcd_queue_prefix(&locker.name("k").unwrap());
+    let count = etcd_client::GetOptions::new()
+        .with_prefix()
+        .with_count_only();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while raw
+        .kv_client()
+        .get(prefix.clone(), Some(count.clone()))
+        .await
+        .unwrap()
+        .count()
+        < 2
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the waiter never queued"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (_, lease) = holder_entry(&raw, &locker.name("k").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    raw.lease_client().revoke(lease).await.unwrap();
+
+    tokio::time::timeout(Duration::from_secs(10), first.lost())
+        .await
+        .expect("the revocation was not noticed");
+    let second = tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .expect("the waiter never got the lock")
+        .unwrap()
+        .unwrap();
+    // Long past the holder's watch on its own entry (100 ms late at most,
+    // plus etcd's 100 ms catch-up of watches that start in the past).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        second.is_held(),
+        "the waiter took the lock with its entry gone"
+    );
+    let (_, new_lease) = holder_entry(&raw, &locker.name("k").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(new_lease, lease);
+    second.release().await.unwrap();
+}

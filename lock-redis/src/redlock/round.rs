@@ -1,0 +1,191 @@
+//! One Redlock acquire round: the acquire script on every master, the
+//! raise of the fencing counters, and the undo of a round that did not
+//! take the lock.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use lock_core::backend::{clock_drift, AcquireRequest, Acquired, Attempt, CleanupOnDrop, Renewal};
+use lock_core::{FencingToken, LockError};
+
+use super::held::RedlockHeld;
+use super::{Inner, RedlockBackend};
+use crate::conn;
+use crate::keys::LockKeys;
+use crate::renewal::HeldKeys;
+use crate::retry::CleanupRetry;
+use crate::scripts::{scripts, AcquireReply};
+
+/// How the masters answered one acquire.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Masters that granted the lock, with their counter values.
+    granted: Vec<(usize, u64)>,
+    /// Remaining leases of other holders.
+    held: Vec<Option<Duration>>,
+    /// Masters that did not answer.
+    failed: usize,
+}
+
+impl RedlockBackend {
+    /// One Redlock round; see the backend's module docs.
+    pub(super) async fn attempt(
+        &self,
+        keys: &LockKeys,
+        request: &AcquireRequest,
+    ) -> Result<Attempt, LockError> {
+        let inner = &self.inner;
+        let owner = request.owner.as_str();
+        let started = Instant::now();
+        // Covers cancellation only; a failed round is undone inline below,
+        // so no background undo can delete what a later round of the same
+        // acquisition (same owner) takes.
+        let undo_on_drop = CleanupOnDrop::new(undo(
+            Arc::clone(inner),
+            keys.clone(),
+            owner.to_owned(),
+            request.ttl,
+        ));
+        let tally = self.acquire_on_all(keys, owner, request.ttl).await;
+        let n = inner.nodes.len();
+        if tally.granted.len() >= inner.quorum {
+            let token = tally.granted.iter().map(|&(_, t)| t).max().unwrap_or(0);
+            let raised = self.raise_all(keys, owner, token).await;
+            let drift = clock_drift(request.ttl);
+            if raised >= inner.quorum && started.elapsed() + drift < request.ttl {
+                undo_on_drop.disarm();
+                return Ok(Attempt::Acquired(Acquired {
+                    token: FencingToken::new(token),
+                    requested_at: started,
+                    renewal: Renewal::Lease,
+                    held: Box::new(RedlockHeld {
+                        inner: Arc::clone(inner),
+                        lock: HeldKeys::new(keys.clone(), request),
+                    }),
+                }));
+            }
+            // Too slow, or the raise was not confirmed: undo and report.
+            undo_round(inner, keys, owner).await;
+            undo_on_drop.disarm();
+            return Err(LockError::Unavailable {
+                message: format!(
+                    "Redlock: the lock on {} masters could not be confirmed in time",
+                    tally.granted.len()
+                ),
+                source: None,
+            });
+        }
+        if !tally.granted.is_empty() || tally.failed > 0 {
+            undo_round(inner, keys, owner).await;
+        }
+        undo_on_drop.disarm();
+        if tally.held.len() > n - inner.quorum {
+            let retry_after = tally.held.iter().flatten().min().copied();
+            return Ok(Attempt::Held { retry_after });
+        }
+        Err(LockError::Unavailable {
+            message: format!(
+                "Redlock: {} of {n} masters granted the lock, {} did not answer; {} needed",
+                tally.granted.len(),
+                tally.failed,
+                inner.quorum
+            ),
+            source: None,
+        })
+    }
+
+    async fn acquire_on_all(&self, keys: &LockKeys, owner: &str, ttl: Duration) -> Tally {
+        let ttl_ms = ttl.as_millis() as u64;
+        let (names, args): ([&str; 2], [&dyn conn::ToArg; 2]) =
+            ([keys.lock.as_str(), keys.token.as_str()], [&owner, &ttl_ms]);
+        let calls = self.inner.nodes.iter().map(|node| {
+            node.eval_idempotent::<Vec<i64>>(
+                self.inner.timeouts,
+                "Redlock acquire",
+                &scripts().acquire,
+                &names,
+                &args,
+            )
+        });
+        let mut tally = Tally::default();
+        for (i, reply) in join_all(calls).await.into_iter().enumerate() {
+            match reply.map(|reply| AcquireReply::parse(&reply)) {
+                Ok(AcquireReply::Acquired(token)) => tally.granted.push((i, token.get())),
+                Ok(AcquireReply::Held { pttl, .. }) => tally.held.push(pttl),
+                Err(_) => tally.failed += 1,
+            }
+        }
+        tally
+    }
+
+    /// Raises every master's counter to `token`; returns how many masters
+    /// confirmed that they hold our lock with that token.
+    async fn raise_all(&self, keys: &LockKeys, owner: &str, token: u64) -> usize {
+        let (names, args): ([&str; 2], [&dyn conn::ToArg; 2]) =
+            ([keys.lock.as_str(), keys.token.as_str()], [&token, &owner]);
+        let calls = self.inner.nodes.iter().map(|node| {
+            node.eval_idempotent::<i64>(
+                self.inner.timeouts,
+                "Redlock raise",
+                &scripts().raise,
+                &names,
+                &args,
+            )
+        });
+        join_all(calls)
+            .await
+            .into_iter()
+            .filter(|r| matches!(r, Ok(1)))
+            .count()
+    }
+}
+
+/// One owner-checked delete on every master. A master that does not
+/// answer keeps what it may have (it expires after the ttl, and a later
+/// round of the same acquisition re-grants its own leftover).
+async fn undo_round(inner: &Inner, keys: &LockKeys, owner: &str) {
+    let (lock, args): ([&str; 1], [&dyn conn::ToArg; 2]) =
+        ([keys.lock.as_str()], [&owner, &keys.channel]);
+    let calls = inner.nodes.iter().map(|node| {
+        node.eval::<i64>(
+            inner.timeouts,
+            "Redlock undo",
+            &scripts().release,
+            &lock,
+            &args,
+        )
+    });
+    join_all(calls).await;
+}
+
+/// Owner-checked delete on every master, retried on masters that did not
+/// answer until the lock would have expired anyway (for a cancelled
+/// acquisition, whose owner id is never used again).
+async fn undo(inner: Arc<Inner>, keys: LockKeys, owner: String, ttl: Duration) {
+    let mut retry = CleanupRetry::until(Instant::now() + ttl * 2 + Duration::from_secs(5));
+    let mut pending: Vec<usize> = (0..inner.nodes.len()).collect();
+    while !pending.is_empty() {
+        let (lock, args): ([&str; 1], [&dyn conn::ToArg; 2]) =
+            ([keys.lock.as_str()], [&owner, &keys.channel]);
+        let calls = pending.iter().map(|&i| {
+            inner.nodes[i].eval_idempotent::<i64>(
+                inner.timeouts,
+                "Redlock undo",
+                &scripts().release,
+                &lock,
+                &args,
+            )
+        });
+        let outcomes = join_all(calls).await;
+        pending = pending
+            .into_iter()
+            .zip(outcomes)
+            .filter(|(_, o)| o.is_err())
+            .map(|(i, _)| i)
+            .collect();
+        if pending.is_empty() || !retry.pause().await {
+            return;
+        }
+    }
+}
