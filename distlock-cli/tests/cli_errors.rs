@@ -25,34 +25,33 @@ fn assert_usage_error(args: &[&str], expected: &str) {
     );
 }
 
+/// [`assert_usage_error`] for `distlock --url <a fresh file store> ARGS`.
+fn assert_usage_error_on_a_store(args: &[&str], expected: &str) {
+    let store = Store::new();
+    let mut full = vec!["--url", store.url.as_str()];
+    full.extend_from_slice(args);
+    assert_usage_error(&full, expected);
+}
+
 #[test]
 fn run_without_double_dash_is_a_usage_error() {
-    let store = Store::new();
-    assert_usage_error(
-        &["--url", &store.url, "run", "KEY", "echo", "hi"],
+    assert_usage_error_on_a_store(
+        &["run", "KEY", "echo", "hi"],
         "the command must come after `--`",
     );
-    assert_usage_error(&["--url", &store.url, "run", "KEY"], "usage: distlock run");
+    assert_usage_error_on_a_store(&["run", "KEY"], "usage: distlock run");
 }
 
 #[test]
 fn empty_key_is_a_usage_error() {
-    let store = Store::new();
-    assert_usage_error(
-        &["--url", &store.url, "run", "", "--", "true"],
-        "key is empty",
-    );
+    assert_usage_error_on_a_store(&["run", "", "--", "true"], "key is empty");
 }
 
 #[test]
 fn overlong_key_is_a_usage_error() {
-    let store = Store::new();
     let key = "k".repeat(600);
-    assert_usage_error(
-        &["--url", &store.url, "run", &key, "--", "true"],
-        "limit is 512",
-    );
-    assert_usage_error(&["--url", &store.url, "status", &key], "limit is 512");
+    assert_usage_error_on_a_store(&["run", &key, "--", "true"], "limit is 512");
+    assert_usage_error_on_a_store(&["status", &key], "limit is 512");
 }
 
 #[test]

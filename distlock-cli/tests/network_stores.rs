@@ -69,11 +69,44 @@ fn zookeeper_url(test: &str, extra: &str) -> String {
     distlock_testkit::zookeeper::zk_url(&addrs, "", &options(test, extra))
 }
 
-#[cfg(feature = "redis")]
-#[test]
-fn check_passes_on_redis() {
-    assert_check_passes(&redis_url("check", ""), "redis");
+/// The tests every network store gets, in a module `$module` compiled with
+/// distlock-cli's feature `$feature`, on URLs from `$url`: `check` passes
+/// on the `$backend` backend, concurrent runs lose no increment, and
+/// successive runs see increasing tokens.
+macro_rules! network_store_tests {
+    ($module:ident, $feature:literal, $url:ident, $backend:literal) => {
+        #[cfg(feature = $feature)]
+        mod $module {
+            use super::*;
+
+            #[test]
+            fn check_passes() {
+                assert_check_passes(&$url("check", ""), $backend);
+            }
+
+            #[test]
+            fn concurrent_runs_never_lose_an_increment() {
+                let url = $url("counter", RUN_TTL);
+                assert_concurrent_runs_never_lose_an_increment(
+                    &url,
+                    "counter",
+                    WORKERS,
+                    RUNS_PER_WORKER,
+                );
+            }
+
+            #[test]
+            fn tokens_seen_by_successive_runs_increase() {
+                let url = $url("tokens", RUN_TTL);
+                assert_successive_tokens_increase(&url, "k", SUCCESSIVE_RUNS);
+            }
+        }
+    };
 }
+
+network_store_tests!(on_redis, "redis", redis_url, "redis");
+network_store_tests!(on_etcd, "etcd", etcd_url, "etcd");
+network_store_tests!(on_zookeeper, "zookeeper", zookeeper_url, "zookeeper");
 
 /// A host-list URL: `check` must pass it through intact (the `url` crate
 /// alone rejects `a:1,b:2,c:3`).
@@ -83,58 +116,4 @@ fn check_passes_on_redlock_over_three_masters() {
     let masters = test_server(distlock_testkit::redis::shared_redlock_servers(3));
     let base = distlock_testkit::redis::redlock_url(masters.iter().map(|m| m.addr()));
     assert_check_passes(&with_query(&base, &options("redlock", "")), "redlock");
-}
-
-#[cfg(feature = "redis")]
-#[test]
-fn concurrent_runs_never_lose_an_increment_on_redis() {
-    let url = redis_url("counter", RUN_TTL);
-    assert_concurrent_runs_never_lose_an_increment(&url, "counter", WORKERS, RUNS_PER_WORKER);
-}
-
-#[cfg(feature = "redis")]
-#[test]
-fn tokens_seen_by_successive_runs_increase_on_redis() {
-    let url = redis_url("tokens", RUN_TTL);
-    assert_successive_tokens_increase(&url, "k", SUCCESSIVE_RUNS);
-}
-
-#[cfg(feature = "etcd")]
-#[test]
-fn check_passes_on_etcd() {
-    assert_check_passes(&etcd_url("check", ""), "etcd");
-}
-
-#[cfg(feature = "etcd")]
-#[test]
-fn concurrent_runs_never_lose_an_increment_on_etcd() {
-    let url = etcd_url("counter", RUN_TTL);
-    assert_concurrent_runs_never_lose_an_increment(&url, "counter", WORKERS, RUNS_PER_WORKER);
-}
-
-#[cfg(feature = "etcd")]
-#[test]
-fn tokens_seen_by_successive_runs_increase_on_etcd() {
-    let url = etcd_url("tokens", RUN_TTL);
-    assert_successive_tokens_increase(&url, "k", SUCCESSIVE_RUNS);
-}
-
-#[cfg(feature = "zookeeper")]
-#[test]
-fn check_passes_on_zookeeper() {
-    assert_check_passes(&zookeeper_url("check", ""), "zookeeper");
-}
-
-#[cfg(feature = "zookeeper")]
-#[test]
-fn concurrent_runs_never_lose_an_increment_on_zookeeper() {
-    let url = zookeeper_url("counter", RUN_TTL);
-    assert_concurrent_runs_never_lose_an_increment(&url, "counter", WORKERS, RUNS_PER_WORKER);
-}
-
-#[cfg(feature = "zookeeper")]
-#[test]
-fn tokens_seen_by_successive_runs_increase_on_zookeeper() {
-    let url = zookeeper_url("tokens", RUN_TTL);
-    assert_successive_tokens_increase(&url, "k", SUCCESSIVE_RUNS);
 }

@@ -5,6 +5,7 @@
 mod common;
 
 use std::fs;
+use std::process::{Child, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -30,21 +31,35 @@ fn tokens_seen_by_successive_runs_increase() {
     common::assert_successive_tokens_increase(&store.url, "k", 5);
 }
 
-#[test]
-fn sigkilled_holder_frees_the_lock() {
-    let store = Store::new();
+/// Holds KEY with a CMD that sleeps 30 s (see [`Store::hold`]).
+fn hold_sleeping(store: &Store, key: &str) -> Child {
+    let ready = store.scratch(&format!("ready-{key}"));
+    let script = format!("touch {}; exec sleep 30", ready.display());
+    store.hold(key, &script, &ready)
+}
+
+/// Holds KEY with a CMD that writes its pid, then becomes `sleep 30`;
+/// returns the holding `distlock` and CMD's pid.
+fn hold_reporting_cmd_pid(store: &Store, key: &str) -> (Child, u32) {
     let pid_file = store.scratch("cmd-pid");
     // `exec` keeps the pid written by the shell as CMD's pid.
     let script = format!(
         "echo $$ > {0}.tmp && mv {0}.tmp {0} && exec sleep 30",
         pid_file.display()
     );
-    let mut holder = store.hold("k", &script, &pid_file);
-    let cmd_pid: u32 = fs::read_to_string(&pid_file)
+    let holder = store.hold(key, &script, &pid_file);
+    let cmd_pid = fs::read_to_string(&pid_file)
         .unwrap()
         .trim()
         .parse()
         .unwrap();
+    (holder, cmd_pid)
+}
+
+#[test]
+fn sigkilled_holder_frees_the_lock() {
+    let store = Store::new();
+    let (mut holder, cmd_pid) = hold_reporting_cmd_pid(&store, "k");
     holder.kill().unwrap(); // SIGKILL: no chance to release
     signal(cmd_pid, libc::SIGKILL);
     wait(&mut holder);
@@ -77,9 +92,7 @@ fn cmd_does_not_inherit_the_lock_file() {
 #[test]
 fn wait_timeout_exits_75_naming_the_holder() {
     let store = Store::new();
-    let ready = store.scratch("ready");
-    let script = format!("touch {}; exec sleep 30", ready.display());
-    let mut holder = store.hold("busy", &script, &ready);
+    let mut holder = hold_sleeping(&store, "busy");
 
     let started = Instant::now();
     let out = output(store.distlock(&["run", "busy", "--wait", "300ms", "--", "true"]));
@@ -120,7 +133,7 @@ fn cmd_sees_the_lock_in_its_environment() {
     let script = r#"printf '%s\n' "$DISTLOCK_KEY" "$DISTLOCK_TOKEN" "$DISTLOCK_OWNER" "$DISTLOCK_NAMESPACE""#;
     let child = store
         .distlock(&["run", "reports/daily", "--", "sh", "-c", script])
-        .stdout(std::process::Stdio::piped())
+        .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let pid = child.id();
@@ -187,29 +200,32 @@ fn command_that_cannot_run_exits_127_and_releases() {
     assert!(free.status.success(), "{}", stderr(&free));
 }
 
-/// Removes every lock file of `store`: the file backend reports such locks
-/// lost (its check runs at ttl/3).
-fn remove_lock_files(store: &Store) {
+/// Starts `distlock run k FLAGS -- sh -c 'touch READY; THEN'` on a store
+/// with a 300 ms ttl, waits for CMD to start, then removes every lock file
+/// of the store: the file backend reports such locks lost (its check runs
+/// at ttl/3).
+fn run_then_lose_the_lock(flags: &[&str], then: &str, stderr: Stdio) -> (Store, Child) {
+    let store = Store::with_options("?ttl=300ms");
+    let ready = store.scratch("ready");
+    let script = format!("touch {}; {then}", ready.display());
+    let mut args = vec!["run", "k"];
+    args.extend_from_slice(flags);
+    args.extend(["--", "sh", "-c", &script]);
+    let holder = store.distlock(&args).stderr(stderr).spawn().unwrap();
+    wait_for(|| ready.exists(), "CMD to start");
     for entry in fs::read_dir(store.path()).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
             fs::remove_dir_all(&path).unwrap();
         }
     }
+    (store, holder)
 }
 
 #[test]
 fn lost_lock_stops_cmd_and_exits_76() {
-    let store = Store::with_options("?ttl=300ms");
-    let ready = store.scratch("ready");
-    let script = format!("touch {}; exec sleep 30", ready.display());
-    let mut holder = store
-        .distlock(&["run", "k", "--grace", "5s", "--", "sh", "-c", &script])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for(|| ready.exists(), "CMD to start");
-    remove_lock_files(&store);
+    let (_store, mut holder) =
+        run_then_lose_the_lock(&["--grace", "5s"], "exec sleep 30", Stdio::piped());
     let started = Instant::now();
     let status = wait(&mut holder);
     assert_eq!(status.code(), Some(76));
@@ -229,29 +245,19 @@ fn lost_lock_stops_cmd_and_exits_76() {
 
 #[test]
 fn lost_lock_with_on_lost_ignore_keeps_cmds_code() {
-    let store = Store::with_options("?ttl=300ms");
-    let ready = store.scratch("ready");
-    let script = format!("touch {}; sleep 1; exit 4", ready.display());
-    let mut holder = store
-        .distlock(&["run", "k", "--on-lost", "ignore", "--", "sh", "-c", &script])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for(|| ready.exists(), "CMD to start");
-    remove_lock_files(&store);
+    let (_store, mut holder) =
+        run_then_lose_the_lock(&["--on-lost", "ignore"], "sleep 1; exit 4", Stdio::null());
     assert_eq!(wait(&mut holder).code(), Some(4));
 }
 
 #[test]
 fn signal_while_waiting_for_the_lock_gives_up_cleanly() {
     let store = Store::new();
-    let ready = store.scratch("ready");
-    let script = format!("touch {}; exec sleep 30", ready.display());
-    let mut holder = store.hold("k", &script, &ready);
+    let mut holder = hold_sleeping(&store, "k");
     let mut waiter = store
         .distlock(&["run", "k", "--", "sh", "-c", "echo ran"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     // Let it start waiting (its signal handlers are in place by then).
@@ -288,17 +294,7 @@ fn without_url_locks_live_in_the_runtime_dir() {
 #[test]
 fn cmd_does_not_outlive_a_sigkilled_distlock() {
     let store = Store::new();
-    let pid_file = store.scratch("cmd-pid");
-    let script = format!(
-        "echo $$ > {0}.tmp && mv {0}.tmp {0} && exec sleep 30",
-        pid_file.display()
-    );
-    let mut holder = store.hold("k", &script, &pid_file);
-    let cmd_pid: u32 = fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let (mut holder, cmd_pid) = hold_reporting_cmd_pid(&store, "k");
     holder.kill().unwrap(); // only distlock; the kernel must take CMD along
     wait(&mut holder);
     // Gone, or a zombie waiting for a PID 1 that does not reap.

@@ -17,6 +17,7 @@ pub mod shared;
 pub mod signals;
 pub mod spawner;
 pub mod spec;
+pub mod store_config;
 pub mod url;
 pub mod wait;
 pub mod zookeeper;

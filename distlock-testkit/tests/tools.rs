@@ -8,7 +8,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::{exchange, python, read_within_quick, round_trip, QUICK, STALL};
+use common::{assert_mentions, exchange, python, read_within_quick, round_trip, QUICK, STALL};
 use distlock_testkit::{
     env_override, eventually, find_program, install_hint, FaultProxy, FencedResource, StaleToken,
     REDIS_URL_VAR,
@@ -38,9 +38,14 @@ fn find_program_says_what_to_install() {
         err.starts_with("no-such-redis-server-xyz not found: "),
         "{err}"
     );
-    assert!(err.contains("scripts/test.sh"), "{err}");
-    assert!(err.contains("Debian's redis-server"), "{err}");
-    assert!(err.contains("DISTLOCK_TEST_REDIS_URL"), "{err}");
+    assert_mentions(
+        &err,
+        &[
+            "scripts/test.sh",
+            "Debian's redis-server",
+            "DISTLOCK_TEST_REDIS_URL",
+        ],
+    );
 }
 
 #[test]
@@ -72,6 +77,15 @@ async fn fails_quickly(stream: &mut TcpStream) -> bool {
     matches!(timeout(QUICK, exchange(stream, b"?")).await, Ok(Err(_)))
 }
 
+/// A proxy in front of an in-process echo server, and a connection
+/// through it that has made one round trip.
+async fn proxy_with_a_live_connection() -> (FaultProxy, TcpStream) {
+    let proxy = FaultProxy::start(tokio_echo().await).unwrap();
+    let mut live = TcpStream::connect(proxy.addr()).await.unwrap();
+    assert_eq!(exchange(&mut live, b"a").await.unwrap(), b"a");
+    (proxy, live)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_forwards_both_ways_and_counts_connections() {
     let proxy = FaultProxy::start(tokio_echo().await).unwrap();
@@ -90,9 +104,7 @@ async fn proxy_forwards_both_ways_and_counts_connections() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_cut_fails_live_and_new_connections_until_restored() {
-    let proxy = FaultProxy::start(tokio_echo().await).unwrap();
-    let mut live = TcpStream::connect(proxy.addr()).await.unwrap();
-    assert_eq!(exchange(&mut live, b"a").await.unwrap(), b"a");
+    let (proxy, mut live) = proxy_with_a_live_connection().await;
 
     proxy.cut();
     assert_eq!(proxy.connections(), 0);
@@ -111,9 +123,7 @@ async fn proxy_cut_fails_live_and_new_connections_until_restored() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_blackhole_stalls_silently_until_restored() {
-    let proxy = FaultProxy::start(tokio_echo().await).unwrap();
-    let mut live = TcpStream::connect(proxy.addr()).await.unwrap();
-    assert_eq!(exchange(&mut live, b"a").await.unwrap(), b"a");
+    let (proxy, mut live) = proxy_with_a_live_connection().await;
 
     proxy.blackhole();
     let stalled = timeout(STALL, exchange(&mut live, b"b")).await;
@@ -133,9 +143,7 @@ async fn proxy_blackhole_stalls_silently_until_restored() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_latency_delays_each_direction() {
-    let proxy = FaultProxy::start(tokio_echo().await).unwrap();
-    let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
-    exchange(&mut stream, b"warm").await.unwrap();
+    let (proxy, mut stream) = proxy_with_a_live_connection().await;
 
     proxy.set_latency(Duration::from_millis(100));
     let started = Instant::now();
@@ -174,10 +182,8 @@ async fn proxy_refuses_non_loopback_targets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_proxy_closes_everything() {
-    let proxy = FaultProxy::start(tokio_echo().await).unwrap();
+    let (proxy, mut live) = proxy_with_a_live_connection().await;
     let addr = proxy.addr();
-    let mut live = TcpStream::connect(addr).await.unwrap();
-    exchange(&mut live, b"a").await.unwrap();
     drop(proxy);
     assert!(fails_quickly(&mut live).await);
     assert!(TcpStream::connect(addr).await.is_err());

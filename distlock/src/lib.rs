@@ -67,6 +67,34 @@ pub async fn from_env() -> Result<Locker, LockError> {
     }
 }
 
+/// Opens a [`Locker`] on a store configured in code rather than by URL:
+/// `S` is one of the stores of this build (`file::FileStore`,
+/// `redis::RedisStore`, ...) and `config` its settings. The locker takes
+/// its locks with `options`.
+///
+#[cfg_attr(feature = "file", doc = "```")]
+#[cfg_attr(not(feature = "file"), doc = "```ignore")]
+/// # async fn demo() -> Result<(), distlock::LockError> {
+/// use distlock::file::{FileConfig, FileStore};
+/// use distlock::LockerOptions;
+///
+/// let dir = std::env::temp_dir().join("distlock-open-example");
+/// let locks = distlock::open::<FileStore>(FileConfig::new(&dir), LockerOptions::default()).await?;
+/// locks.lock("nightly-report").await?.release().await?;
+/// # Ok(()) }
+/// # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
+/// ```
+///
+/// Errors are those of the store's opening: [`LockError::Unavailable`]
+/// for a store that connects at once and cannot, [`LockError::InvalidConfig`]
+/// for settings it refuses.
+pub async fn open<S: lock_core::backend::Store>(
+    config: S::Config,
+    options: LockerOptions,
+) -> Result<Locker, LockError> {
+    Ok(Locker::new(S::open(config).await?, options))
+}
+
 /// The URL schemes [`connect`] serves in this build (`mem`, `file`,
 /// `redis`, ...), in the order of the stores.
 pub fn schemes() -> Vec<&'static str> {
@@ -174,22 +202,27 @@ mod tests {
     #[test]
     fn schemes_lists_exactly_the_compiled_in_stores() {
         let served = schemes();
-        for expected in [
-            "mem",
-            "file",
-            "redis",
-            "rediss",
-            "redis+cluster",
-            "rediss+cluster",
-            "redlock",
-            "redlocks",
-            "etcd",
-            "etcds",
-            "zk",
-            "zks",
+        for (scheme, store) in [
+            ("mem", "memory"),
+            ("file", "file"),
+            ("redis", "Redis"),
+            ("rediss", "Redis"),
+            ("redis+cluster", "Redis"),
+            ("rediss+cluster", "Redis"),
+            ("redlock", "Redis"),
+            ("redlocks", "Redis"),
+            ("etcd", "etcd"),
+            ("etcds", "etcd"),
+            ("zk", "ZooKeeper"),
+            ("zks", "ZooKeeper"),
         ] {
-            let compiled = stores::store_for(expected).unwrap().connect.is_some();
-            assert_eq!(served.contains(&expected), compiled, "{expected}");
+            let entry = stores::store_for(scheme).unwrap();
+            assert_eq!(entry.name, store, "{scheme}");
+            assert_eq!(
+                served.contains(&scheme),
+                entry.connect.is_some(),
+                "{scheme}"
+            );
         }
     }
 

@@ -82,17 +82,27 @@ fn preview(key: &str) -> String {
     format!("{shown:?}")
 }
 
-impl fmt::Display for LockKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+/// `Display` as the text itself and `Debug` as the quoted text, for
+/// newtypes over `Arc<str>`: [`LockKey`], [`Namespace`] and
+/// [`OwnerId`](crate::OwnerId).
+macro_rules! shown_as_text {
+    ($($name:ty),+) => {$(
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
 
-impl fmt::Debug for LockKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
-    }
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Debug::fmt(&*self.0, f)
+            }
+        }
+    )+};
 }
+pub(crate) use shown_as_text;
+
+shown_as_text!(LockKey, Namespace);
 
 /// A namespace that passed validation: locks in different namespaces never
 /// interact, even with equal keys. Cheap to clone.
@@ -127,18 +137,6 @@ impl Namespace {
 impl Default for Namespace {
     fn default() -> Self {
         Self(Arc::from(DEFAULT_NAMESPACE))
-    }
-}
-
-impl fmt::Display for Namespace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for Namespace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
     }
 }
 

@@ -1,6 +1,5 @@
 //! Owner ids: who holds a lock, readable by an operator.
 
-use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 /// Identifies one acquisition of a lock: `hostname/pid/uuid`.
@@ -60,17 +59,7 @@ fn hostname() -> &'static str {
     })
 }
 
-impl fmt::Display for OwnerId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for OwnerId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
-    }
-}
+crate::key::shown_as_text!(OwnerId);
 
 #[cfg(test)]
 mod tests {

@@ -2,25 +2,31 @@
 
 use std::time::Duration;
 
-use lock_core::{LockOptions, Locker};
+use lock_core::{LockGuard, LockOptions, Locker};
+use tokio::runtime::Runtime;
+
+/// A memory locker on store `store`, a runtime, and the guard of `k` taken
+/// on that runtime.
+fn held_on_a_runtime(store: &str) -> (Locker, Runtime, LockGuard) {
+    let locker = Locker::memory(store).unwrap();
+    let runtime = Runtime::new().unwrap();
+    let guard = runtime.block_on(locker.lock("k")).unwrap();
+    (locker, runtime, guard)
+}
 
 #[test]
 fn a_guard_dropped_after_its_runtime_is_gone_frees_the_lock_without_panicking() {
-    let locker = Locker::memory("guard-drop-no-runtime").unwrap();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let guard = runtime.block_on(locker.lock("k")).unwrap();
+    let (locker, runtime, guard) = held_on_a_runtime("guard-drop-no-runtime");
     drop(runtime);
     drop(guard);
-    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let runtime = Runtime::new().unwrap();
     let again = runtime.block_on(locker.try_lock("k")).unwrap();
     assert!(again.is_some(), "the dropped guard's lock is still held");
 }
 
 #[test]
 fn a_guard_dropped_outside_any_runtime_context_does_not_panic() {
-    let locker = Locker::memory("guard-drop-outside").unwrap();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let guard = runtime.block_on(locker.lock("k")).unwrap();
+    let (locker, runtime, guard) = held_on_a_runtime("guard-drop-outside");
     // The runtime still exists but this thread is not inside it.
     drop(guard);
     let freed = runtime.block_on(async {

@@ -10,7 +10,7 @@ use lock_core::backend::Capability::{Expiry, Fifo, ForceRelease, NotifiedWakeups
 use lock_core::backend::{AcquireRequest, Acquired, Backend, Capabilities, WaitMode};
 use lock_core::{FencingToken, LockError, LockInfo, LockName};
 
-use crate::client::{connect, with_retries};
+use crate::client::with_retries;
 use crate::config::EtcdConfig;
 use crate::keys;
 use crate::names::EntryNames;
@@ -58,7 +58,7 @@ impl EtcdBackend {
     /// [`LockError::Unavailable`]); with credentials, authentication
     /// happens here and wrong ones fail with [`LockError::InvalidConfig`].
     pub async fn connect(config: EtcdConfig) -> Result<Self, LockError> {
-        let client = connect(&config).await?;
+        let client = config.connect().await?;
         let shared = Shared {
             sessions: Sessions::new(client.clone(), config.response_timeout),
             hub: WatchHub::new(client.watch_client()),

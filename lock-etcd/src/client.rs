@@ -19,50 +19,58 @@ const PING_INTERVAL: Duration = Duration::from_secs(10);
 const FIRST_RETRY: Duration = Duration::from_millis(5);
 const LONGEST_RETRY: Duration = Duration::from_millis(250);
 
-/// Opens a client on every endpoint of `config`. Authenticates at once when
-/// a user is configured (so wrong credentials fail here); otherwise
-/// connections are made on first use.
-pub(crate) async fn connect(config: &EtcdConfig) -> Result<Client, LockError> {
-    let mut options = ConnectOptions::new()
-        .with_connect_timeout(config.connect_timeout)
-        .with_timeout(config.response_timeout)
-        .with_keep_alive(PING_INTERVAL, config.response_timeout)
-        // Pings without streams count as abuse for etcd (PermitWithoutStream off).
-        .with_keep_alive_while_idle(false)
-        // A member cut off from the leader refuses requests and ends its
-        // watch streams, instead of serving stale state.
-        .with_require_leader(true);
-    if let (Some(user), Some(password)) = (&config.user, &config.password) {
-        options = options
-            .with_user(user.clone(), password.expose())
-            .with_auto_token_refresh(true);
-    }
-    if let Some(tls) = &config.tls {
-        let mut tls_options = TlsOptions::new();
-        if let Some(ca) = &tls.ca {
-            tls_options = tls_options.ca_certificate(Certificate::from_pem(ca.bytes()));
+impl EtcdConfig {
+    /// A client set up as the store's own (same servers, timeouts,
+    /// credentials, TLS), on every endpoint; the store connects with it
+    /// too. For tools that talk to the same servers with raw commands,
+    /// such as benchmarks.
+    ///
+    /// Authenticates at once when a user is configured, so wrong
+    /// credentials fail here; otherwise connections are made on first
+    /// use.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidConfig`] for refused credentials,
+    /// [`LockError::Unavailable`] when no endpoint can be reached.
+    pub async fn connect(&self) -> Result<Client, LockError> {
+        let mut options = ConnectOptions::new()
+            .with_connect_timeout(self.connect_timeout)
+            .with_timeout(self.response_timeout)
+            .with_keep_alive(PING_INTERVAL, self.response_timeout)
+            // Pings without streams count as abuse for etcd (PermitWithoutStream off).
+            .with_keep_alive_while_idle(false)
+            // A member cut off from the leader refuses requests and ends its
+            // watch streams, instead of serving stale state.
+            .with_require_leader(true);
+        if let (Some(user), Some(password)) = (&self.user, &self.password) {
+            options = options
+                .with_user(user.clone(), password.expose())
+                .with_auto_token_refresh(true);
         }
-        if let Some(identity) = &tls.identity {
-            tls_options = tls_options.identity(Identity::from_pem(
-                identity.cert.bytes(),
-                identity.key.bytes(),
-            ));
+        if let Some(tls) = &self.tls {
+            let mut tls_options = TlsOptions::new();
+            if let Some(ca) = &tls.ca {
+                tls_options = tls_options.ca_certificate(Certificate::from_pem(ca.bytes()));
+            }
+            if let Some(identity) = &tls.identity {
+                tls_options = tls_options.identity(Identity::from_pem(
+                    identity.cert.bytes(),
+                    identity.key.bytes(),
+                ));
+            }
+            options = options.with_tls(tls_options);
         }
-        options = options.with_tls(tls_options);
+        let endpoints = self.endpoints.join(",");
+        let mut context = format!("cannot connect to etcd at {endpoints}");
+        if self.tls.as_ref().is_some_and(|tls| tls.identity.is_none()) {
+            // A server with --client-cert-auth just drops the connection.
+            context.push_str(" (no client certificate given: if the server requires one, set tls_cert_file and tls_key_file)");
+        }
+        Client::connect(&self.endpoints, Some(options))
+            .await
+            .map_err(|e| map_error(&context, e))
     }
-    let endpoints = config.endpoints.join(",");
-    let mut context = format!("cannot connect to etcd at {endpoints}");
-    if config
-        .tls
-        .as_ref()
-        .is_some_and(|tls| tls.identity.is_none())
-    {
-        // A server with --client-cert-auth just drops the connection.
-        context.push_str(" (no client certificate given: if the server requires one, set tls_cert_file and tls_key_file)");
-    }
-    Client::connect(&config.endpoints, Some(options))
-        .await
-        .map_err(|e| map_error(&context, e))
 }
 
 /// Classifies an `etcd-client` error: unreachable members, timeouts and
@@ -143,17 +151,15 @@ fn is_retriable_code(code: i32) -> bool {
 
 /// `error` and its sources, joined with `: `, without repeats.
 fn chain(error: &dyn StdError) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
+    let causes = std::iter::successors(error.source(), |&cause| cause.source());
+    causes.fold(error.to_string(), |text, cause| {
         let shown = cause.to_string();
-        if !text.contains(&shown) {
-            text.push_str(": ");
-            text.push_str(&shown);
+        if text.contains(&shown) {
+            text
+        } else {
+            format!("{text}: {shown}")
         }
-        source = cause.source();
-    }
-    text
+    })
 }
 
 /// Runs `op` until it succeeds, fails with a non-retriable error, or the

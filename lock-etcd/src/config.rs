@@ -98,23 +98,15 @@ impl EtcdConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use distlock_testkit::store_config::{url_config, url_refused};
 
-    fn parse(text: &str) -> Result<EtcdConfig, LockError> {
-        Ok(lock_core::url::parse::<crate::EtcdStore>(text)?.config)
-    }
-
-    fn error(text: &str) -> String {
-        match parse(text) {
-            Err(LockError::InvalidConfig { reason }) => reason,
-            other => panic!("{text}: expected InvalidConfig, got {other:?}"),
-        }
-    }
+    type Store = crate::EtcdStore;
 
     #[test]
     fn hosts_become_endpoints_with_the_default_port() {
-        let c = parse("etcd://127.0.0.1").unwrap();
+        let c = url_config::<Store>("etcd://127.0.0.1");
         assert_eq!(c.endpoints, ["http://127.0.0.1:2379"]);
-        let c = parse("etcd://a:1,b,[::1]:3/").unwrap();
+        let c = url_config::<Store>("etcd://a:1,b,[::1]:3/");
         assert_eq!(
             c.endpoints,
             ["http://a:1", "http://b:2379", "http://[::1]:3"]
@@ -126,17 +118,17 @@ mod tests {
 
     #[test]
     fn timeouts_are_read() {
-        let c = parse("etcd://h?connect_timeout=2s&response_timeout=750ms&ttl=3s").unwrap();
+        let c = url_config::<Store>("etcd://h?connect_timeout=2s&response_timeout=750ms&ttl=3s");
         assert_eq!(c.connect_timeout, Duration::from_secs(2));
         assert_eq!(c.response_timeout, Duration::from_millis(750));
     }
 
     #[test]
     fn credentials_come_from_user_info_or_options() {
-        let c = parse("etcd://al%40ice:p%3Ass@h:1").unwrap();
+        let c = url_config::<Store>("etcd://al%40ice:p%3Ass@h:1");
         assert_eq!(c.user.as_deref(), Some("al@ice"));
         assert_eq!(c.password.as_ref().map(Secret::expose), Some("p:ss"));
-        let c = parse("etcd://h?user=root&password=pw").unwrap();
+        let c = url_config::<Store>("etcd://h?user=root&password=pw");
         assert_eq!(c.user.as_deref(), Some("root"));
         assert_eq!(c.password.unwrap().expose(), "pw");
     }
@@ -149,10 +141,9 @@ mod tests {
             std::fs::write(dir.join(name), format!("PEM {name}")).unwrap();
         }
         let d = dir.display();
-        let c = parse(&format!(
+        let c = url_config::<Store>(&format!(
             "etcds://h?ca_file={d}/ca.pem&cert_file={d}/cert.pem&key_file={d}/key.pem"
-        ))
-        .unwrap();
+        ));
         assert_eq!(c.endpoints, ["https://h:2379"]);
         let tls = c.tls.clone().unwrap();
         assert_eq!(tls.ca.unwrap().contents.expose(), "PEM ca.pem");
@@ -162,18 +153,18 @@ mod tests {
         let shown = format!("{c:?}");
         assert!(!shown.contains("PEM key.pem"), "{shown}");
         assert!(shown.contains("key.pem"), "{shown}");
-        let c = parse(&format!("etcds://h?ca_file={d}/ca.pem")).unwrap();
+        let c = url_config::<Store>(&format!("etcds://h?ca_file={d}/ca.pem"));
         assert_eq!(c.tls.unwrap().identity, None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn secrets_never_show() {
-        let c = parse("etcd://root:hunter2@h").unwrap();
+        let c = url_config::<Store>("etcd://root:hunter2@h");
         let shown = format!("{c:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(shown.contains("root"), "{shown}");
-        let c = parse("etcd://h?user=root&password=hunter2").unwrap();
+        let c = url_config::<Store>("etcd://h?user=root&password=hunter2");
         assert!(!format!("{c:?}").contains("hunter2"));
     }
 
@@ -196,7 +187,7 @@ mod tests {
             ("etcd://u:pw1@h?response_timeout=0s", "greater than zero"),
             ("etcd://u:pw1@h?colour=red", "unknown option `colour`"),
         ] {
-            let message = error(text);
+            let message = url_refused::<Store>(text);
             assert!(message.contains(part), "{text}: {message}");
             assert!(!message.contains("pw1"), "{text}: {message}");
         }
@@ -204,10 +195,10 @@ mod tests {
 
     #[test]
     fn other_schemes_are_refused() {
-        let error = parse("redis://h").unwrap_err();
+        let reason = url_refused::<Store>("redis://h");
         assert!(
-            error.to_string().contains("not a scheme of the etcd store"),
-            "{error}"
+            reason.contains("not a scheme of the etcd store"),
+            "{reason}"
         );
     }
 }

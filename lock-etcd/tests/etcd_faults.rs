@@ -129,15 +129,23 @@ impl Drop for Holder {
 
 // ------------------------------------------------------------ holder faults
 
+/// A holder process on a member of its own, with a 2 s ttl in namespace
+/// `ns`, holding `k`: the member (to keep running), the URL and the
+/// token the holder reported.
+async fn held_by_a_child(name: &str, ns: &str) -> (Server, String, Holder, u64) {
+    let server = single_member(name).await;
+    let url = url_for([server.addr()], "2s", ns);
+    let mut holder = Holder::spawn(&url, "k").await;
+    let token = holder.expect("HELD").await.parse().unwrap();
+    (server, url, holder, token)
+}
+
 /// A holder frozen past its ttl loses the lock to another client; when it
 /// wakes, its guard reports the loss, and the write it makes with its old
 /// token is rejected by the fencing resource.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_holder_reports_lost_and_its_stale_write_is_rejected() {
-    let server = single_member("etcd-paused").await;
-    let url = url_for([server.addr()], "2s", "paused");
-    let mut holder = Holder::spawn(&url, "k").await;
-    let old_token: u64 = holder.expect("HELD").await.parse().unwrap();
+    let (_server, url, mut holder, old_token) = held_by_a_child("etcd-paused", "paused").await;
     let resource = FencedResource::new();
     resource.write(old_token, "old holder").unwrap();
 
@@ -193,10 +201,7 @@ async fn paused_holder_reports_lost_and_its_stale_write_is_rejected() {
 /// (not released at once, not forever).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_holder_frees_the_lock_after_the_ttl() {
-    let server = single_member("etcd-killed").await;
-    let url = url_for([server.addr()], "2s", "killed");
-    let mut holder = Holder::spawn(&url, "k").await;
-    let old_token: u64 = holder.expect("HELD").await.parse().unwrap();
+    let (_server, url, holder, old_token) = held_by_a_child("etcd-killed", "killed").await;
     signal_group(holder.pid(), libc::SIGKILL).unwrap();
     let killed_at = Instant::now();
 

@@ -11,6 +11,8 @@ use distlock_testkit::etcd::{holder_entry, raw_client, shared_etcd_url};
 use distlock_testkit::layout::etcd_queue_prefix;
 use distlock_testkit::with_query;
 use lock_core::backend::Capabilities;
+use lock_core::backend::Capability::{Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote};
+use lock_core::Locker;
 
 /// Pins the flags, so none flips unnoticed: locks live as long as the
 /// session lease (no per-lock expiry); everything else etcd does.
@@ -19,13 +21,19 @@ async fn etcd_declares_its_capabilities() {
     let url = shared_etcd_url().await.expect("etcd test server");
     let locker = connect(&url).await.unwrap();
     let caps = locker.capabilities();
-    let mut expected = Capabilities::default();
-    expected.expiry = true;
-    expected.force_release = true;
-    expected.notified_wakeups = true;
-    expected.fifo = true;
-    expected.remote = true;
+    let expected = Capabilities::of(&[Expiry, ForceRelease, NotifiedWakeups, Fifo, Remote]);
     assert_eq!(caps, expected);
+}
+
+/// A locker on the shared member in `namespace` with a 3 s ttl, and a raw
+/// client on the same member.
+async fn locker_and_raw_client(namespace: &str) -> (Locker, etcd_client::Client) {
+    let url = shared_etcd_url().await.expect("etcd test server");
+    let url = with_query(&url, &format!("namespace={namespace}&ttl=3s"));
+    (
+        connect(&url).await.unwrap(),
+        raw_client(&url).await.unwrap(),
+    )
 }
 
 /// etcd's index keeps every key written until compaction, and each
@@ -37,10 +45,7 @@ async fn etcd_declares_its_capabilities() {
 async fn repeated_acquisitions_reuse_one_entry_key() {
     use std::time::Duration;
 
-    let url = shared_etcd_url().await.expect("etcd test server");
-    let url = with_query(&url, "namespace=reuse-entry-keys&ttl=3s");
-    let locker = connect(&url).await.unwrap();
-    let raw = raw_client(&url).await.unwrap();
+    let (locker, raw) = locker_and_raw_client("reuse-entry-keys").await;
     let mut seen = Vec::new();
     for _ in 0..3 {
         let guard = locker.lock("k").await.unwrap();
@@ -111,10 +116,7 @@ async fn a_waiter_behind_an_entry_of_its_own_lease_survives_the_revocation() {
     use lock_core::LockOptions;
     use std::time::Duration;
 
-    let url = shared_etcd_url().await.expect("etcd test server");
-    let url = with_query(&url, "namespace=revoke-own-lease&ttl=3s");
-    let locker = connect(&url).await.unwrap();
-    let raw = raw_client(&url).await.unwrap();
+    let (locker, raw) = locker_and_raw_client("revoke-own-lease").await;
     let first = locker.lock("k").await.unwrap();
     let waiting = {
         let locker = locker.clone();

@@ -158,6 +158,11 @@ fn url(server: &Server, userinfo: &str, query: &str) -> String {
     )
 }
 
+/// [`url`] logged in as `root` with the right password.
+fn root_url(server: &Server, query: &str) -> String {
+    url(server, &format!("root:{PASSWORD}@"), query)
+}
+
 fn files(ca: &Path, pki: &Pki) -> String {
     format!(
         "ca_file={}&cert_file={}&key_file={}",
@@ -170,11 +175,7 @@ fn files(ca: &Path, pki: &Pki) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn right_certificates_and_password_take_and_hand_over_locks() {
     let (server, pki) = secure_member().await;
-    let url = url(
-        server,
-        &format!("root:{PASSWORD}@"),
-        &format!("namespace=tls&{}", files(&pki.ca, pki)),
-    );
+    let url = root_url(server, &format!("namespace=tls&{}", files(&pki.ca, pki)));
     let a = connect(&url).await.unwrap();
     let b = connect(&url).await.unwrap();
     let guard = a.lock("k").await.unwrap();
@@ -241,11 +242,7 @@ async fn no_credentials_are_refused_clearly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_untrusted_server_certificate_is_refused_clearly() {
     let (server, pki) = secure_member().await;
-    let url = url(
-        server,
-        &format!("root:{PASSWORD}@"),
-        &files(&pki.other_ca, pki),
-    );
+    let url = root_url(server, &files(&pki.other_ca, pki));
     let error = connect(&url).await.unwrap_err();
     let text = error.to_string();
     assert!(text.to_lowercase().contains("certificate"), "{text}");
@@ -256,9 +253,7 @@ async fn an_untrusted_server_certificate_is_refused_clearly() {
 async fn a_missing_client_certificate_is_refused_clearly() {
     let (server, pki) = secure_member().await;
     let query = format!("ca_file={}", pki.ca.display());
-    let error = connect(&url(server, &format!("root:{PASSWORD}@"), &query))
-        .await
-        .unwrap_err();
+    let error = connect(&root_url(server, &query)).await.unwrap_err();
     let text = error.to_string();
     assert!(text.contains("no client certificate given"), "{text}");
     assert!(!text.contains(PASSWORD), "{text}");

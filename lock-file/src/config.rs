@@ -9,9 +9,6 @@ use lock_core::LockError;
 /// URL scheme of the file backend: `file:///path/to/dir`.
 pub const FILE_SCHEME: &str = "file";
 
-/// The longest default check interval; see [`FileConfig::check_interval_for`].
-pub const MAX_DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(5);
-
 /// Settings of a [`FileBackend`](crate::FileBackend).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileConfig {
@@ -90,72 +87,72 @@ impl FileConfig {
         })
     }
 
+    /// The longest default check interval; see
+    /// [`check_interval_for`](Self::check_interval_for).
+    pub const MAX_DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+
     /// The interval at which a lock held for `ttl` is checked:
     /// [`check_interval`](Self::check_interval) if set, else
     /// `min(ttl / 3, 5 s)`.
     pub fn check_interval_for(&self, ttl: Duration) -> Duration {
         self.check_interval
-            .unwrap_or_else(|| (ttl / 3).min(MAX_DEFAULT_CHECK_INTERVAL))
+            .unwrap_or_else(|| (ttl / 3).min(Self::MAX_DEFAULT_CHECK_INTERVAL))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use distlock_testkit::store_config::{url_config, url_refused};
+
     use super::*;
-
-    /// Parses as `connect` does.
-    fn parse(url: &str) -> Result<FileConfig, LockError> {
-        Ok(lock_core::url::parse::<crate::FileStore>(url)?.config)
-    }
-
-    fn rejected(url: &str) -> String {
-        match parse(url) {
-            Err(LockError::InvalidConfig { reason }) => reason,
-            other => panic!("{url}: expected InvalidConfig, got {other:?}"),
-        }
-    }
+    use crate::FileStore;
 
     #[test]
     fn absolute_directory_with_defaults() {
-        let config = parse("file:///var/lock/app").unwrap();
+        let config = url_config::<FileStore>("file:///var/lock/app");
         assert_eq!(config, FileConfig::new("/var/lock/app"));
         assert!(!config.fsync);
         assert_eq!(config.check_interval, None);
         assert_eq!(
-            parse("file://localhost/var/lock/app").unwrap().dir,
+            url_config::<FileStore>("file://localhost/var/lock/app").dir,
             Path::new("/var/lock/app")
         );
         assert_eq!(
-            parse("file:///var/lock/app/").unwrap().dir,
+            url_config::<FileStore>("file:///var/lock/app/").dir,
             Path::new("/var/lock/app")
         );
     }
 
     #[test]
     fn path_is_percent_decoded() {
-        let config = parse("file:///tmp/my%20locks/%C3%BC").unwrap();
+        let config = url_config::<FileStore>("file:///tmp/my%20locks/%C3%BC");
         assert_eq!(config.dir, Path::new("/tmp/my locks/ü"));
     }
 
     #[test]
     fn backend_and_common_options_are_read() {
-        let config =
-            parse("file:///l?fsync=true&check_interval=250ms&ttl=3s&namespace=ns").unwrap();
+        let config = url_config::<FileStore>(
+            "file:///l?fsync=true&check_interval=250ms&ttl=3s&namespace=ns",
+        );
         assert!(config.fsync);
         assert_eq!(config.check_interval, Some(Duration::from_millis(250)));
-        assert!(!parse("file:///l?fsync=0").unwrap().fsync);
+        assert!(!url_config::<FileStore>("file:///l?fsync=0").fsync);
     }
 
     #[test]
     fn bad_option_values_name_the_option() {
-        assert!(rejected("file:///l?fsync=maybe").contains("`fsync`"));
-        assert!(rejected("file:///l?check_interval=soon").contains("`check_interval`"));
-        assert!(rejected("file:///l?check_interval=0s").contains("greater than zero"));
+        assert!(url_refused::<FileStore>("file:///l?fsync=maybe").contains("`fsync`"));
+        assert!(
+            url_refused::<FileStore>("file:///l?check_interval=soon").contains("`check_interval`")
+        );
+        assert!(
+            url_refused::<FileStore>("file:///l?check_interval=0s").contains("greater than zero")
+        );
     }
 
     #[test]
     fn unknown_options_are_rejected_by_finish_listing_ours() {
-        let reason = rejected("file:///l?colour=blue");
+        let reason = url_refused::<FileStore>("file:///l?colour=blue");
         assert!(reason.contains("unknown option `colour`"), "{reason}");
         assert!(
             reason.contains("fsync") && reason.contains("check_interval"),
@@ -165,15 +162,15 @@ mod tests {
 
     #[test]
     fn a_host_is_rejected_as_a_likely_relative_path() {
-        let reason = rejected("file://relative/dir");
+        let reason = url_refused::<FileStore>("file://relative/dir");
         assert!(reason.contains("no host, got `relative`"), "{reason}");
-        assert!(rejected("file://./dir").contains("no host"));
+        assert!(url_refused::<FileStore>("file://./dir").contains("no host"));
     }
 
     #[test]
     fn user_info_is_rejected_without_echoing_it() {
         for url in ["file://user:secret@host/dir", "file://user@localhost/dir"] {
-            let reason = rejected(url);
+            let reason = url_refused::<FileStore>(url);
             assert!(!reason.contains("secret"), "{reason}");
         }
     }
@@ -181,21 +178,24 @@ mod tests {
     #[test]
     fn port_and_fragment_are_rejected() {
         if url::Url::parse("file://localhost:99/dir").is_ok() {
-            rejected("file://localhost:99/dir");
+            url_refused::<FileStore>("file://localhost:99/dir");
         }
-        assert!(rejected("file:///dir#frag").contains("fragment"));
+        assert!(url_refused::<FileStore>("file:///dir#frag").contains("fragment"));
     }
 
     #[test]
     fn no_directory_is_an_error() {
         for url in ["file://", "file:///", "file://localhost"] {
-            assert!(rejected(url).contains("names no lock directory"), "{url}");
+            assert!(
+                url_refused::<FileStore>(url).contains("names no lock directory"),
+                "{url}"
+            );
         }
     }
 
     #[test]
     fn other_schemes_are_rejected() {
-        assert!(rejected("mem://x").contains("not a scheme of the file store"));
+        assert!(url_refused::<FileStore>("mem://x").contains("not a scheme of the file store"));
     }
 
     #[test]

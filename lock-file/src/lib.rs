@@ -17,7 +17,7 @@ use lock_core::url::StoreUrl;
 use lock_core::LockError;
 
 pub use backend::{FileBackend, DIR_MODE, POLL_CAP, POLL_INITIAL, UNKNOWN_OWNER};
-pub use config::{FileConfig, FILE_SCHEME, MAX_DEFAULT_CHECK_INTERVAL};
+pub use config::{FileConfig, FILE_SCHEME};
 pub use lockfile::FILE_MODE;
 
 /// The file store's plug-in: `file:///absolute/dir` URLs, read into a

@@ -330,13 +330,19 @@ mod tests {
         Ok(true)
     }
 
+    /// Locks and stamps `path`, which must be free.
+    fn lock_free(path: &Path, fsync: bool) -> LockedFile {
+        match lock_and_stamp(path, "a", fsync).unwrap() {
+            Attempted::Locked(locked, _) => locked,
+            Attempted::Busy => panic!("free file reported busy"),
+        }
+    }
+
     #[test]
     fn a_second_open_in_the_same_process_is_excluded() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("k.lock");
-        let Attempted::Locked(first, _) = lock_and_stamp(&path, "a", false).unwrap() else {
-            panic!("not locked");
-        };
+        let first = lock_free(&path, false);
         assert!(matches!(
             lock_and_stamp(&path, "b", false).unwrap(),
             Attempted::Busy
@@ -350,9 +356,7 @@ mod tests {
     fn a_removed_or_replaced_file_no_longer_stands() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("k.lock");
-        let Attempted::Locked(locked, _) = lock_and_stamp(&path, "a", true).unwrap() else {
-            panic!("not locked");
-        };
+        let locked = lock_free(&path, true);
         assert!(locked.still_stands(&path).unwrap());
         fs::remove_file(&path).unwrap();
         assert!(!locked.still_stands(&path).unwrap());

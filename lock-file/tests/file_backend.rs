@@ -10,9 +10,11 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use distlock_testkit::store_config::invalid_config;
 use lock_core::backend::TryAcquire;
-use lock_core::{LockError, LockOptions, Locker, LockerOptions, LossReason};
+use lock_core::{LockError, LockGuard, LockOptions, Locker, LockerOptions, LossReason};
 use lock_file::{FileBackend, FileConfig, UNKNOWN_OWNER};
+use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 fn open(config: FileConfig) -> FileBackend {
@@ -23,37 +25,58 @@ fn locker(backend: &FileBackend) -> Locker {
     Locker::new(Arc::new(backend.clone()), LockerOptions::default())
 }
 
-fn checked_every(dir: &Path, interval: Duration) -> FileConfig {
-    FileConfig {
-        check_interval: Some(interval),
-        ..FileConfig::new(dir)
-    }
-}
-
 fn wait(d: Duration) -> LockOptions {
     LockOptions::new().wait(d)
 }
 
-fn config_error(result: Result<FileBackend, LockError>) -> String {
-    match result {
-        Err(LockError::InvalidConfig { reason }) => reason,
-        other => panic!("expected InvalidConfig, got {other:?}"),
+/// A file store in a fresh temporary directory: the backend and a locker.
+struct TempStore {
+    dir: TempDir,
+    backend: FileBackend,
+    locks: Locker,
+}
+
+impl TempStore {
+    fn new() -> Self {
+        Self::with(|dir| FileConfig::new(dir))
+    }
+
+    /// Held locks are checked every `interval`.
+    fn checked_every(interval: Duration) -> Self {
+        Self::with(|dir| FileConfig {
+            check_interval: Some(interval),
+            ..FileConfig::new(dir)
+        })
+    }
+
+    fn with(config: impl FnOnce(&Path) -> FileConfig) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = open(config(dir.path()));
+        let locks = locker(&backend);
+        Self {
+            dir,
+            backend,
+            locks,
+        }
+    }
+
+    /// The lock file of `key`, its directory created.
+    fn lock_path(&self, key: &str) -> PathBuf {
+        let path = self.backend.lock_path(&self.locks.name(key).unwrap());
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        path
+    }
+
+    /// Takes `k`, then removes its lock file behind the guard's back.
+    async fn lock_k_and_remove_its_file(&self) -> LockGuard {
+        let guard = self.locks.lock("k").await.unwrap();
+        fs::remove_file(self.backend.lock_path(guard.name())).unwrap();
+        guard
     }
 }
 
-#[tokio::test]
-async fn removed_lock_file_makes_the_guard_report_lost() {
-    let dir = tempfile::tempdir().unwrap();
-    let backend = open(checked_every(dir.path(), Duration::from_millis(20)));
-    let locks = locker(&backend);
-    let guard = locks.lock("k").await.unwrap();
-    fs::remove_file(backend.lock_path(guard.name())).unwrap();
-    let reason = tokio::time::timeout(Duration::from_secs(2), guard.lost())
-        .await
-        .expect("the lost signal did not fire");
-    assert_eq!(reason, LossReason::TakenAway);
-    assert!(!guard.is_held());
-    let released = guard.release().await;
+/// Asserts that a release reported the lock taken away.
+fn assert_taken_away(released: Result<(), LockError>) {
     assert!(
         matches!(
             released,
@@ -67,13 +90,22 @@ async fn removed_lock_file_makes_the_guard_report_lost() {
 }
 
 #[tokio::test]
+async fn removed_lock_file_makes_the_guard_report_lost() {
+    let store = TempStore::checked_every(Duration::from_millis(20));
+    let guard = store.lock_k_and_remove_its_file().await;
+    let reason = tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("the lost signal did not fire");
+    assert_eq!(reason, LossReason::TakenAway);
+    assert!(!guard.is_held());
+    assert_taken_away(guard.release().await);
+}
+
+#[tokio::test]
 async fn replaced_lock_file_is_lost_and_the_new_holder_is_left_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let backend = open(checked_every(dir.path(), Duration::from_millis(20)));
-    let (old_locks, new_locks) = (locker(&backend), locker(&backend));
-    let old = old_locks.lock("k").await.unwrap();
-    let path = backend.lock_path(old.name());
-    fs::remove_file(&path).unwrap();
+    let store = TempStore::checked_every(Duration::from_millis(20));
+    let new_locks = locker(&store.backend);
+    let old = store.lock_k_and_remove_its_file().await;
     let new = new_locks
         .try_lock("k")
         .await
@@ -84,7 +116,7 @@ async fn replaced_lock_file_is_lost_and_the_new_holder_is_left_alone() {
     assert!(old.release().await.unwrap_err().is_lost());
     assert!(new.is_held());
     assert!(
-        old_locks.try_lock("k").await.unwrap().is_none(),
+        store.locks.try_lock("k").await.unwrap().is_none(),
         "the old release freed the new lock"
     );
     new.release().await.unwrap();
@@ -92,24 +124,12 @@ async fn replaced_lock_file_is_lost_and_the_new_holder_is_left_alone() {
 
 #[tokio::test]
 async fn release_reports_lost_when_the_file_was_removed_before_any_check() {
-    let dir = tempfile::tempdir().unwrap();
-    let backend = open(checked_every(dir.path(), Duration::from_secs(3600)));
-    let locks = locker(&backend);
-    let guard = locks.lock("k").await.unwrap();
-    fs::remove_file(backend.lock_path(guard.name())).unwrap();
+    let store = TempStore::checked_every(Duration::from_secs(3600));
+    let guard = store.lock_k_and_remove_its_file().await;
     assert!(guard.is_held(), "no check ran yet");
-    let released = guard.release().await;
-    assert!(
-        matches!(
-            released,
-            Err(LockError::Lost {
-                reason: LossReason::TakenAway,
-                ..
-            })
-        ),
-        "{released:?}"
-    );
-    locks
+    assert_taken_away(guard.release().await);
+    store
+        .locks
         .try_lock("k")
         .await
         .unwrap()
@@ -153,11 +173,9 @@ time.sleep(30)
 
 #[tokio::test]
 async fn a_lock_held_by_another_process_is_taken_soon_after_that_process_is_killed() {
-    let dir = tempfile::tempdir().unwrap();
-    let backend = open(FileConfig::new(dir.path()));
-    let locks = locker(&backend);
-    let path = backend.lock_path(&locks.name("shared/job").unwrap());
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let store = TempStore::new();
+    let locks = &store.locks;
+    let path = store.lock_path("shared/job");
     let mut holder = tokio::process::Command::new("python3")
         .arg("-c")
         .arg(HOLDER_SCRIPT)
@@ -218,24 +236,19 @@ async fn a_lock_held_by_another_process_is_taken_soon_after_that_process_is_kill
 }
 
 #[test]
-fn open_rejects_a_directory_under_a_regular_file() {
-    let root = tempfile::tempdir().unwrap();
-    let file = root.path().join("plain-file");
-    fs::write(&file, "not a directory").unwrap();
-    let dir = file.join("locks");
-    let reason = config_error(FileBackend::open(FileConfig::new(&dir)));
-    assert!(reason.contains(&dir.display().to_string()), "{reason}");
-    assert!(reason.contains("cannot be"), "{reason}");
-}
-
-#[test]
-fn open_rejects_a_regular_file() {
-    let root = tempfile::tempdir().unwrap();
-    let file = root.path().join("plain-file");
-    fs::write(&file, "").unwrap();
-    let reason = config_error(FileBackend::open(FileConfig::new(&file)));
-    assert!(reason.contains(&file.display().to_string()), "{reason}");
-    assert!(reason.contains("is not a directory"), "{reason}");
+fn open_rejects_a_regular_file_and_a_directory_under_one() {
+    for (under_the_file, expected) in [(None, "is not a directory"), (Some("locks"), "cannot be")] {
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("plain-file");
+        fs::write(&file, "not a directory").unwrap();
+        let dir = under_the_file.map_or_else(|| file.clone(), |name| file.join(name));
+        let reason = invalid_config("open", FileBackend::open(FileConfig::new(&dir)));
+        assert!(
+            reason.contains(&dir.display().to_string()),
+            "{dir:?}: {reason}"
+        );
+        assert!(reason.contains(expected), "{dir:?}: {reason}");
+    }
 }
 
 #[test]
@@ -249,10 +262,9 @@ fn open_creates_a_missing_directory_private_to_the_user() {
 
 #[tokio::test]
 async fn lock_files_are_not_writable_by_others() {
-    let dir = tempfile::tempdir().unwrap();
-    let backend = open(FileConfig::new(dir.path()));
-    let guard = locker(&backend).lock("k").await.unwrap();
-    let mode = fs::metadata(backend.lock_path(guard.name()))
+    let store = TempStore::new();
+    let guard = store.locks.lock("k").await.unwrap();
+    let mode = fs::metadata(store.backend.lock_path(guard.name()))
         .unwrap()
         .permissions()
         .mode();
@@ -311,10 +323,9 @@ async fn keys_with_dot_dot_stay_inside_the_namespace_directory() {
 
 #[tokio::test]
 async fn a_release_wakes_waiters_of_another_backend_instance() {
-    let dir = tempfile::tempdir().unwrap();
-    let holder_backend = open(FileConfig::new(dir.path()));
-    let waiter_backend = open(FileConfig::new(dir.path()));
-    let locks = locker(&holder_backend);
+    let store = TempStore::new();
+    let waiter_backend = open(FileConfig::new(store.dir.path()));
+    let locks = &store.locks;
 
     let guard = locks.lock("k").await.unwrap();
     let mut woken = waiter_backend.watch_releases(guard.name()).await.unwrap();
@@ -333,8 +344,8 @@ async fn a_release_wakes_waiters_of_another_backend_instance() {
 
 #[test]
 fn a_guard_dropped_outside_any_runtime_frees_the_lock_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let locks = locker(&open(FileConfig::new(dir.path())));
+    let store = TempStore::new();
+    let locks = &store.locks;
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let guard = runtime.block_on(locks.lock("k")).unwrap();
     drop(runtime);
@@ -349,11 +360,9 @@ fn a_guard_dropped_outside_any_runtime_frees_the_lock_at_once() {
 
 #[tokio::test]
 async fn a_lock_file_without_a_token_is_an_error_not_a_reset() {
-    let dir = tempfile::tempdir().unwrap();
-    let backend = open(FileConfig::new(dir.path()));
-    let locks = locker(&backend);
-    let path = backend.lock_path(&locks.name("k").unwrap());
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let store = TempStore::new();
+    let locks = &store.locks;
+    let path = store.lock_path("k");
     fs::write(&path, "not a token\n").unwrap();
     match locks.try_lock("k").await {
         Err(LockError::Backend { message, .. }) => {

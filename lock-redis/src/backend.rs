@@ -15,7 +15,7 @@ use lock_core::backend::{
 use lock_core::{FencingToken, LockError, LockInfo, LockName, LossReason};
 
 use crate::config::{RedisConfig, Topology};
-use crate::conn::{Conn, Timeouts};
+use crate::conn::{Conn, ScriptCall, Timeouts};
 use crate::keys::LockKeys;
 use crate::pubsub::Listener;
 use crate::queue::{QueueMode, QueuedWait, WAITER_LIFE};
@@ -104,18 +104,21 @@ impl RedisBackend {
         let reply: Vec<i64> = self
             .inner
             .conn
-            .eval_idempotent(
+            .eval(
                 self.inner.timeouts,
-                "acquire",
-                &scripts().acquire,
-                &keys.all(),
-                &[
-                    &owner,
-                    &ttl_ms,
-                    &mode.arg(),
-                    &waiter_life_ms,
-                    &grant_channel,
-                ],
+                &ScriptCall::new(
+                    "acquire",
+                    &scripts().acquire,
+                    &keys.all(),
+                    &[
+                        &owner,
+                        &ttl_ms,
+                        &mode.arg(),
+                        &waiter_life_ms,
+                        &grant_channel,
+                    ],
+                )
+                .idempotent(),
             )
             .await?;
         cleanup.disarm();
@@ -154,10 +157,12 @@ pub(crate) async fn leave(inner: Arc<Inner>, keys: LockKeys, owner: String, ttl:
             .conn
             .eval(
                 inner.timeouts,
-                "leave the queue",
-                &scripts().release_queued,
-                &keys.all(),
-                &[&owner, &1],
+                &ScriptCall::new(
+                    "leave the queue",
+                    &scripts().release_queued,
+                    &keys.all(),
+                    &[&owner, &1],
+                ),
             )
             .await;
         if outcome.is_ok() || !retry.pause().await {
@@ -202,12 +207,10 @@ impl Backend for RedisBackend {
         let reply: redis::Value = self
             .inner
             .conn
-            .eval_idempotent(
+            .eval(
                 self.inner.timeouts,
-                "inspect",
-                &scripts().inspect,
-                &[keys.lock.as_str()],
-                &[],
+                &ScriptCall::new("inspect", &scripts().inspect, &[keys.lock.as_str()], &[])
+                    .idempotent(),
             )
             .await?;
         Ok(
@@ -226,10 +229,12 @@ impl Backend for RedisBackend {
             .conn
             .eval(
                 self.inner.timeouts,
-                "force release",
-                &scripts().release_queued,
-                &keys.all(),
-                &[&"", &"force"],
+                &ScriptCall::new(
+                    "force release",
+                    &scripts().release_queued,
+                    &keys.all(),
+                    &[&"", &"force"],
+                ),
             )
             .await?;
         Ok(removed == 1)
@@ -269,10 +274,12 @@ impl HeldLock for RedisHeld {
             .conn
             .eval(
                 self.inner.timeouts,
-                "release",
-                &scripts().release_queued,
-                &self.lock.keys.all(),
-                &[&self.lock.owner, &0],
+                &ScriptCall::new(
+                    "release",
+                    &scripts().release_queued,
+                    &self.lock.keys.all(),
+                    &[&self.lock.owner, &0],
+                ),
             )
             .await?;
         match released {

@@ -142,18 +142,13 @@ fn parse_db(path: &str) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use distlock_testkit::store_config::{url_config, url_refused};
 
-    fn parse(text: &str) -> Result<RedisConfig, LockError> {
-        Ok(lock_core::url::parse::<crate::RedisStore>(text)?.config)
-    }
-
-    fn error(text: &str) -> String {
-        parse(text).unwrap_err().to_string()
-    }
+    type Store = crate::RedisStore;
 
     #[test]
     fn single_instance_defaults() {
-        let c = parse("redis://127.0.0.1").unwrap();
+        let c = url_config::<Store>("redis://127.0.0.1");
         assert_eq!(c.topology, Topology::Single);
         assert_eq!(c.nodes, [HostPort::new("127.0.0.1", 6379)]);
         assert_eq!(
@@ -166,24 +161,23 @@ mod tests {
 
     #[test]
     fn credentials_db_and_timeouts_are_read() {
-        let c = parse(
+        let c = url_config::<Store>(
             "redis://al%40ice:p%3Ass@h:7000/3?response_timeout=250ms&connect_timeout=2s&ttl=5s",
-        )
-        .unwrap();
+        );
         assert_eq!(c.username.as_deref(), Some("al@ice"));
         assert_eq!(c.password.as_ref().map(Secret::expose), Some("p:ss"));
         assert_eq!(c.db, 3);
         assert_eq!(c.nodes[0].port, 7000);
         assert_eq!(c.response_timeout, Duration::from_millis(250));
         assert_eq!(c.connect_timeout, Duration::from_secs(2));
-        let password_only = parse("redis://:secret@h").unwrap();
+        let password_only = url_config::<Store>("redis://:secret@h");
         assert_eq!(password_only.username, None);
         assert_eq!(password_only.password.unwrap().expose(), "secret");
     }
 
     #[test]
     fn debug_never_shows_the_password() {
-        let c = parse("rediss://user:hunter2@h/1").unwrap();
+        let c = url_config::<Store>("rediss://user:hunter2@h/1");
         let shown = format!("{c:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(shown.contains("user"), "{shown}");
@@ -195,21 +189,23 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let ca = dir.join("ca.pem");
         std::fs::write(&ca, "PEM ca").unwrap();
-        let c = parse(&format!("rediss://h?tls_ca_file={}", ca.display())).unwrap();
+        let c = url_config::<Store>(&format!("rediss://h?tls_ca_file={}", ca.display()));
         let read = c.tls.unwrap().ca.unwrap();
         assert_eq!((read.path, read.contents.expose()), (ca, "PEM ca"));
         std::fs::remove_dir_all(&dir).unwrap();
-        assert!(parse("rediss+cluster://a:1,b:2").unwrap().tls.is_some());
-        assert!(parse("redlocks://a:1,b:2,c:3").unwrap().tls.is_some());
-        assert!(error("redis://h?tls_ca_file=/x").contains("TLS scheme"));
+        assert!(url_config::<Store>("rediss+cluster://a:1,b:2")
+            .tls
+            .is_some());
+        assert!(url_config::<Store>("redlocks://a:1,b:2,c:3").tls.is_some());
+        assert!(url_refused::<Store>("redis://h?tls_ca_file=/x").contains("TLS scheme"));
     }
 
     #[test]
     fn multi_host_schemes() {
-        let cluster = parse("redis+cluster://a:1,b:2,c:3").unwrap();
+        let cluster = url_config::<Store>("redis+cluster://a:1,b:2,c:3");
         assert_eq!(cluster.topology, Topology::Cluster);
         assert_eq!(cluster.nodes.len(), 3);
-        let redlock = parse("redlock://a:1,b,c:3,d:4,e:5").unwrap();
+        let redlock = url_config::<Store>("redlock://a:1,b,c:3,d:4,e:5");
         assert_eq!(redlock.topology, Topology::Redlock);
         assert_eq!(redlock.nodes[1].port, DEFAULT_PORT);
         assert_eq!(redlock.quorum(), 3);
@@ -226,7 +222,7 @@ mod tests {
             ("redis://u:pw1@h?response_timeout=0s", "greater than zero"),
             ("redis://u:pw1@h?colour=red", "unknown option `colour`"),
         ] {
-            let message = error(text);
+            let message = url_refused::<Store>(text);
             assert!(message.contains(part), "{text}: {message}");
             assert!(!message.contains("pw1"), "{text}: {message}");
         }

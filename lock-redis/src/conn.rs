@@ -113,74 +113,159 @@ pub(crate) fn manager_config(config: &RedisConfig) -> ConnectionManagerConfig {
         .set_max_delay(Duration::from_millis(500))
 }
 
-/// A connection manager for one node that connects on first use.
-pub(crate) fn lazy_manager(
-    config: &RedisConfig,
-    node: &HostPort,
-) -> Result<ConnectionManager, LockError> {
-    let client = client(config, node)?;
-    ConnectionManager::new_lazy_with_config(client, manager_config(config))
-        .map_err(|e| config_error(node, e))
+/// Connections set up as the store's own, for tools that talk to the same
+/// servers with raw commands, such as benchmarks. The store opens its own
+/// connections with these too.
+impl RedisConfig {
+    /// A client set up as the store's own (same servers, timeouts,
+    /// credentials, TLS) for `node`, one of [`nodes`](Self::nodes): a
+    /// connection manager that connects on first use and reconnects by
+    /// itself. For tools that talk to the same servers with raw commands,
+    /// such as benchmarks.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidConfig`] if the client library refuses the
+    /// address or the TLS files.
+    pub fn connection_manager(&self, node: &HostPort) -> Result<ConnectionManager, LockError> {
+        let client = client(self, node)?;
+        ConnectionManager::new_lazy_with_config(client, manager_config(self))
+            .map_err(|e| config_error(node, e))
+    }
+
+    /// A client set up as the store's own (same servers, timeouts,
+    /// credentials, TLS) for a Redis Cluster: a connection to the cluster
+    /// behind the seed [`nodes`](Self::nodes), routing each command by key
+    /// slot. For tools that talk to the same servers with raw commands,
+    /// such as benchmarks.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Unavailable`] if no seed node answers within twice the
+    /// connect and response timeouts; [`LockError::InvalidConfig`] if the
+    /// client library refuses the settings.
+    pub async fn cluster_connection(&self) -> Result<ClusterConnection, LockError> {
+        use redis::cluster::{ClusterClientBuilder, ClusterConfig};
+        let mut builder = ClusterClientBuilder::new(self.nodes.iter().map(|n| {
+            ConnectionAddr::Tcp(n.host.clone(), n.port)
+                .into_connection_info()
+                .expect("a TCP address is always valid")
+        }))
+        .connection_timeout(self.connect_timeout)
+        .response_timeout(self.response_timeout)
+        .retries(2);
+        if let Some(user) = &self.username {
+            builder = builder.username(user);
+        }
+        if let Some(password) = &self.password {
+            builder = builder.password(password.expose());
+        }
+        if let Some(tls) = &self.tls {
+            builder = builder.tls(redis::TlsMode::Secure).certs(certificates(tls));
+        }
+        let seeds = self
+            .nodes
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        let client = builder
+            .build()
+            .map_err(|e| LockError::invalid_config(format!("Redis Cluster {seeds}: {e}")))?;
+        let cluster_config = ClusterConfig::new()
+            .set_connection_timeout(self.connect_timeout)
+            .set_response_timeout(self.response_timeout);
+        let connecting = client.get_async_connection_with_config(cluster_config);
+        match tokio::time::timeout(Timeouts::new(self).overall * 2, connecting).await {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(e)) => Err(map_error(&format!("connect to Redis Cluster {seeds}"), e)),
+            Err(_) => Err(LockError::Unavailable {
+                message: format!("connect to Redis Cluster {seeds}: timed out"),
+                source: None,
+            }),
+        }
+    }
 }
 
-/// Connects to the cluster `config` names, through its seed nodes.
-pub(crate) async fn cluster(config: &RedisConfig) -> Result<ClusterConnection, LockError> {
-    use redis::cluster::{ClusterClientBuilder, ClusterConfig};
-    let mut builder = ClusterClientBuilder::new(config.nodes.iter().map(|n| {
-        ConnectionAddr::Tcp(n.host.clone(), n.port)
-            .into_connection_info()
-            .expect("a TCP address is always valid")
-    }))
-    .connection_timeout(config.connect_timeout)
-    .response_timeout(config.response_timeout)
-    .retries(2);
-    if let Some(user) = &config.username {
-        builder = builder.username(user);
+/// One run of a script: what it does (named in errors), the script, its
+/// KEYS and ARGV, and whether it may run a second time.
+pub(crate) struct ScriptCall<'a> {
+    what: &'a str,
+    script: &'a Script,
+    keys: &'a [&'a str],
+    args: &'a [&'a dyn ToArg],
+    rerun_if_dropped: bool,
+}
+
+impl<'a> ScriptCall<'a> {
+    /// `script` on `keys` and `args`, run once.
+    pub(crate) fn new(
+        what: &'a str,
+        script: &'a Script,
+        keys: &'a [&'a str],
+        args: &'a [&'a dyn ToArg],
+    ) -> Self {
+        Self {
+            what,
+            script,
+            keys,
+            args,
+            rerun_if_dropped: false,
+        }
     }
-    if let Some(password) = &config.password {
-        builder = builder.password(password.expose());
+
+    /// What the call does, as errors name it.
+    pub(crate) fn what(&self) -> &str {
+        self.what
     }
-    if let Some(tls) = &config.tls {
-        builder = builder.tls(redis::TlsMode::Secure).certs(certificates(tls));
-    }
-    let seeds = config
-        .nodes
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
-    let client = builder
-        .build()
-        .map_err(|e| LockError::invalid_config(format!("Redis Cluster {seeds}: {e}")))?;
-    let cluster_config = ClusterConfig::new()
-        .set_connection_timeout(config.connect_timeout)
-        .set_response_timeout(config.response_timeout);
-    let connecting = client.get_async_connection_with_config(cluster_config);
-    match tokio::time::timeout(Timeouts::new(config).overall * 2, connecting).await {
-        Ok(Ok(conn)) => Ok(conn),
-        Ok(Err(e)) => Err(map_error(&format!("connect to Redis Cluster {seeds}"), e)),
-        Err(_) => Err(LockError::Unavailable {
-            message: format!("connect to Redis Cluster {seeds}: timed out"),
-            source: None,
-        }),
+
+    /// The same call, but when the connection turns out to be broken (the
+    /// server restarted, the network dropped it) it runs once more on the
+    /// connection the manager opens in its place. Only for scripts whose
+    /// second run is harmless (acquire re-grants its own owner, renew and
+    /// inspect change nothing twice).
+    pub(crate) fn idempotent(self) -> Self {
+        Self {
+            rerun_if_dropped: true,
+            ..self
+        }
     }
 }
 
 impl Conn {
-    /// Runs `script` on `keys` and `args`, bounded by `timeouts`.
+    /// Runs `call`, bounded by `timeouts` (each run, where it runs twice).
     pub(crate) async fn eval<T: FromRedisValue>(
         &self,
         timeouts: Timeouts,
-        what: &str,
-        script: &Script,
-        keys: &[&str],
-        args: &[&dyn ToArg],
+        call: &ScriptCall<'_>,
     ) -> Result<T, LockError> {
-        let mut invocation = script.prepare_invoke();
-        for key in keys {
+        let started = std::time::Instant::now();
+        match self.eval_once(timeouts, call).await {
+            Err(LockError::Unavailable {
+                source: Some(source),
+                ..
+            }) if call.rerun_if_dropped
+                && source
+                    .downcast_ref::<RedisError>()
+                    .is_some_and(|e| e.is_connection_dropped() || e.is_connection_refusal())
+                && started.elapsed() < timeouts.overall =>
+            {
+                self.eval_once(timeouts, call).await
+            }
+            other => other,
+        }
+    }
+
+    async fn eval_once<T: FromRedisValue>(
+        &self,
+        timeouts: Timeouts,
+        call: &ScriptCall<'_>,
+    ) -> Result<T, LockError> {
+        let mut invocation = call.script.prepare_invoke();
+        for key in call.keys {
             invocation.key(*key);
         }
-        for arg in args {
+        for arg in call.args {
             arg.push_to(&mut invocation);
         }
         let run = async {
@@ -189,36 +274,7 @@ impl Conn {
                 Conn::Cluster(mut c) => invocation.invoke_async(&mut c).await,
             }
         };
-        bounded(what, timeouts, run).await
-    }
-
-    /// Like [`eval`](Self::eval), but when the connection turns out to be
-    /// broken (the server restarted, the network dropped it) tries once
-    /// more on the connection the manager opens in its place. Only for
-    /// scripts whose second run is harmless (acquire re-grants its own
-    /// owner, renew and inspect change nothing twice).
-    pub(crate) async fn eval_idempotent<T: FromRedisValue>(
-        &self,
-        timeouts: Timeouts,
-        what: &str,
-        script: &Script,
-        keys: &[&str],
-        args: &[&dyn ToArg],
-    ) -> Result<T, LockError> {
-        let started = std::time::Instant::now();
-        match self.eval(timeouts, what, script, keys, args).await {
-            Err(LockError::Unavailable {
-                source: Some(source),
-                ..
-            }) if source
-                .downcast_ref::<RedisError>()
-                .is_some_and(|e| e.is_connection_dropped() || e.is_connection_refusal())
-                && started.elapsed() < timeouts.overall =>
-            {
-                self.eval(timeouts, what, script, keys, args).await
-            }
-            other => other,
-        }
+        bounded(call.what, timeouts, run).await
     }
 
     /// Runs a raw command, bounded by `timeouts`.

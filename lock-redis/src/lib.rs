@@ -50,11 +50,11 @@ impl Store for RedisStore {
     async fn open(config: RedisConfig) -> Result<Arc<dyn Backend>, LockError> {
         Ok(match config.topology {
             Topology::Single => {
-                let conn = conn::Conn::Single(conn::lazy_manager(&config, &config.nodes[0])?);
+                let conn = conn::Conn::Single(config.connection_manager(&config.nodes[0])?);
                 Arc::new(RedisBackend::connect(conn, config).await?)
             }
             Topology::Cluster => {
-                let conn = conn::Conn::Cluster(conn::cluster(&config).await?);
+                let conn = conn::Conn::Cluster(config.cluster_connection().await?);
                 Arc::new(RedisBackend::connect(conn, config).await?)
             }
             Topology::Redlock => Arc::new(RedlockBackend::connect(config).await?),

@@ -19,7 +19,7 @@ use lock_core::backend::AcquireRequest;
 use lock_core::{LockError, LossReason};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::conn::{Conn, Timeouts};
+use crate::conn::{Conn, ScriptCall, Timeouts};
 use crate::keys::LockKeys;
 use crate::scripts::scripts;
 
@@ -235,12 +235,15 @@ pub(crate) async fn renew_on(
         let group_keys: Vec<&str> = group.iter().map(|&i| keys[i]).collect();
         let owners: Vec<&str> = group.iter().map(|&i| items[i].owner.as_str()).collect();
         let outcome: Result<Vec<i64>, LockError> = conn
-            .eval_idempotent(
+            .eval(
                 timeouts,
-                "renew",
-                &scripts().renew_many,
-                &group_keys,
-                &[&ttl_ms, &owners],
+                &ScriptCall::new(
+                    "renew",
+                    &scripts().renew_many,
+                    &group_keys,
+                    &[&ttl_ms, &owners],
+                )
+                .idempotent(),
             )
             .await;
         (group, outcome)

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::connect;
+use common::{connect, holder_of};
 use distlock_testkit::layout::RedisKeys;
 use distlock_testkit::redis::{shared_cluster_url, shared_redis_url};
 use distlock_testkit::with_query;
@@ -67,25 +67,23 @@ async fn until_in_line(locker: &Locker, key: &str, n: usize) {
     .unwrap_or_else(|_| panic!("{n} waiters never queued"));
 }
 
-/// Opens a locker on the suite's server in `namespace` with a 10 s ttl:
-/// a hand-off that went astray would show as a wait of that length.
-async fn locker_in(namespace: &str) -> Locker {
-    let base = shared_redis_url().await.unwrap();
-    connect(&with_query(
-        &base,
-        &format!("ttl=10s&namespace={namespace}"),
-    ))
-    .await
-    .unwrap()
+/// `N` lockers on the suite's server in `namespace` with a 10 s ttl, each
+/// with its own connection: a hand-off that went astray would show as a
+/// wait of that length.
+async fn lockers_in<const N: usize>(namespace: &str) -> [Locker; N] {
+    lockers(&format!("ttl=10s&namespace={namespace}")).await.1
 }
 
-/// The shared server's URL with `query`, and two lockers on it, each with
+/// The shared server's URL with `query`, and `N` lockers on it, each with
 /// its own connection.
-async fn two_lockers(query: &str) -> (String, Locker, Locker) {
+async fn lockers<const N: usize>(query: &str) -> (String, [Locker; N]) {
     let url = with_query(&shared_redis_url().await.unwrap(), query);
-    let first = connect(&url).await.unwrap();
-    let second = connect(&url).await.unwrap();
-    (url, first, second)
+    let mut lockers = Vec::with_capacity(N);
+    for _ in 0..N {
+        lockers.push(connect(&url).await.unwrap());
+    }
+    let lockers = lockers.try_into().unwrap_or_else(|_| unreachable!());
+    (url, lockers)
 }
 
 /// Puts a place for `owner` at the back of `key`'s line, as a waiter
@@ -119,12 +117,25 @@ async fn held_with_ghost_and_waiter(
     deadline_ms: u64,
     lease_ms: u64,
 ) -> (Locker, LockGuard, tokio::task::JoinHandle<LockGuard>) {
-    let (holder, waiter) = (locker_in(namespace).await, locker_in(namespace).await);
+    let [holder, waiter] = lockers_in(namespace).await;
     let guard = holder.lock("k").await.unwrap();
     plant_waiter(&holder, "k", ghost, deadline_ms, lease_ms).await;
     let waiting = tokio::spawn(async move { waiter.lock("k").await.unwrap() });
     until_in_line(&holder, "k", 2).await;
     (holder, guard, waiting)
+}
+
+/// The guard the spawned `waiting` lock call returns within `secs`
+/// seconds; panics with `why` if it takes longer.
+async fn handed_within(
+    secs: u64,
+    waiting: tokio::task::JoinHandle<LockGuard>,
+    why: &str,
+) -> LockGuard {
+    tokio::time::timeout(std::time::Duration::from_secs(secs), waiting)
+        .await
+        .expect(why)
+        .unwrap()
 }
 
 /// The server's clock in milliseconds.
@@ -139,22 +150,15 @@ async fn server_ms() -> u64 {
 /// finds it taken.
 #[tokio::test]
 async fn a_release_hands_the_lock_to_the_waiter_in_line() {
-    let (holder, waiter, newcomer) = (
-        locker_in("redis-hand-off").await,
-        locker_in("redis-hand-off").await,
-        locker_in("redis-hand-off").await,
-    );
+    let [holder, waiter, newcomer] = lockers_in("redis-hand-off").await;
     let guard = holder.lock("k").await.unwrap();
     let waiting = tokio::spawn(async move { waiter.lock("k").await.unwrap() });
     until_in_line(&holder, "k", 1).await;
     guard.release().await.unwrap();
     // Handed over inside the release: never free in between.
     assert!(newcomer.try_lock("k").await.unwrap().is_none());
-    let handed = tokio::time::timeout(std::time::Duration::from_secs(2), waiting)
-        .await
-        .expect("the waiter got the lock at once")
-        .unwrap();
-    let info = holder.inspect("k").await.unwrap().expect("held");
+    let handed = handed_within(2, waiting, "the waiter got the lock at once").await;
+    let info = holder_of(&holder, "k", "held").await;
     assert_eq!(info.token, handed.token());
     handed.release().await.unwrap();
     assert!(holder.inspect("k").await.unwrap().is_none());
@@ -169,10 +173,7 @@ async fn a_lapsed_place_in_line_is_skipped() {
         held_with_ghost_and_waiter("redis-lapsed-place", "ghost/1/lapsed", deadline_ms, 10_000)
             .await;
     guard.release().await.unwrap();
-    let handed = tokio::time::timeout(std::time::Duration::from_secs(2), waiting)
-        .await
-        .expect("the live waiter got the lock at the release")
-        .unwrap();
+    let handed = handed_within(2, waiting, "the live waiter got the lock at the release").await;
     handed.release().await.unwrap();
 }
 
@@ -187,12 +188,9 @@ async fn a_vanished_waiter_handed_the_lock_holds_it_for_its_lease_only() {
             .await;
     let started = std::time::Instant::now();
     guard.release().await.unwrap();
-    let info = holder.inspect("k").await.unwrap().expect("handed on");
+    let info = holder_of(&holder, "k", "handed on").await;
     assert_eq!(info.owner, "ghost/2/fresh");
-    let handed = tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
-        .await
-        .expect("the lock came free after the ghost's 1 s lease")
-        .unwrap();
+    let handed = handed_within(5, waiting, "the lock came free after the ghost's 1 s lease").await;
     assert!(started.elapsed() >= std::time::Duration::from_millis(900));
     assert!(handed.token() > info.token);
     handed.release().await.unwrap();
@@ -202,11 +200,7 @@ async fn a_vanished_waiter_handed_the_lock_holds_it_for_its_lease_only() {
 /// unrenewed (3 s): one that queued later is served after it.
 #[tokio::test]
 async fn a_long_wait_keeps_its_place_in_line() {
-    let (holder, first, second) = (
-        locker_in("redis-long-wait").await,
-        locker_in("redis-long-wait").await,
-        locker_in("redis-long-wait").await,
-    );
+    let [holder, first, second] = lockers_in("redis-long-wait").await;
     let guard = holder.lock("k").await.unwrap();
     let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let spawn_waiter = |locker: Locker, n: usize| {
@@ -236,11 +230,7 @@ async fn a_long_wait_keeps_its_place_in_line() {
 /// gets the lock at the release, not after the dropped one's lease.
 #[tokio::test]
 async fn a_waiter_dropped_in_line_leaves_it() {
-    let (holder, dropped, next) = (
-        locker_in("redis-dropped-waiter").await,
-        locker_in("redis-dropped-waiter").await,
-        locker_in("redis-dropped-waiter").await,
-    );
+    let [holder, dropped, next] = lockers_in("redis-dropped-waiter").await;
     let guard = holder.lock("k").await.unwrap();
     let doomed = tokio::spawn(async move { dropped.lock("k").await.map(drop) });
     until_in_line(&holder, "k", 1).await;
@@ -259,10 +249,12 @@ async fn a_waiter_dropped_in_line_leaves_it() {
     .await
     .expect("the dropped waiter left the line");
     guard.release().await.unwrap();
-    let handed = tokio::time::timeout(std::time::Duration::from_secs(3), waiting)
-        .await
-        .expect("the next waiter got the lock well before the 10 s lease")
-        .unwrap();
+    let handed = handed_within(
+        3,
+        waiting,
+        "the next waiter got the lock well before the 10 s lease",
+    )
+    .await;
     handed.release().await.unwrap();
 }
 
@@ -326,7 +318,7 @@ impl FrozenWaiter {
 async fn a_waiter_dropped_after_its_hand_off_passes_the_lock_on() {
     use std::time::Duration;
 
-    let (url, holder, next) = two_lockers("ttl=10s&namespace=redis-dropped-after-hand-off").await;
+    let (url, [holder, next]) = lockers("ttl=10s&namespace=redis-dropped-after-hand-off").await;
     let guard = holder.lock("k").await.unwrap();
     let frozen_waiter = FrozenWaiter::start(
         url,
@@ -351,11 +343,13 @@ async fn a_waiter_dropped_after_its_hand_off_passes_the_lock_on() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     guard.release().await.unwrap();
     // Handed to the frozen waiter, first in line.
-    let info = holder.inspect("k").await.unwrap().expect("handed on");
-    let handed = tokio::time::timeout(Duration::from_secs(4), waiting)
-        .await
-        .expect("the next waiter got the lock well before the 10 s lease")
-        .unwrap();
+    let info = holder_of(&holder, "k", "handed on").await;
+    let handed = handed_within(
+        4,
+        waiting,
+        "the next waiter got the lock well before the 10 s lease",
+    )
+    .await;
     assert!(handed.token() > info.token);
     handed.release().await.unwrap();
     frozen_waiter.join().await;
@@ -369,7 +363,7 @@ async fn a_waiter_dropped_after_its_hand_off_passes_the_lock_on() {
 async fn a_hand_off_heard_after_its_lease_ran_out_is_not_trusted() {
     use std::time::Duration;
 
-    let (url, holder, other) = two_lockers("ttl=1s&namespace=redis-stale-hand-off").await;
+    let (url, [holder, other]) = lockers("ttl=1s&namespace=redis-stale-hand-off").await;
     let guard = holder.lock("k").await.unwrap();
     let (outcome_tx, outcome_rx) = tokio::sync::oneshot::channel();
     let stalled_waiter = FrozenWaiter::start(
@@ -419,7 +413,7 @@ async fn keys_with_braces_work_on_a_cluster() {
     assert_eq!(locker.backend_name(), "redis-cluster");
     for key in ["{", "}", "a}b{c", "{x}", "}{", "%7D"] {
         let guard = locker.try_lock(key).await.unwrap().expect("free");
-        let info = locker.inspect(key).await.unwrap().expect("held");
+        let info = holder_of(&locker, key, "held").await;
         assert_eq!(info.token, guard.token(), "{key}");
         guard.release().await.unwrap();
     }

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::connect;
+use common::{connect, holder_of};
 use distlock_testkit::redis::{redlock_url, start_masters, TEST_TIMEOUTS};
 use distlock_testkit::Server;
 use lock_core::{LockError, LockOptions, Locker};
@@ -39,11 +39,7 @@ async fn two_of_five_masters_down_still_locks() {
         locker.try_lock("k").await.unwrap().is_none(),
         "a second holder"
     );
-    let info = locker
-        .inspect("k")
-        .await
-        .unwrap()
-        .expect("held by a majority");
+    let info = holder_of(&locker, "k", "held by a majority").await;
     assert_eq!(info.owner, guard.owner().as_str());
     assert_eq!(info.token, guard.token());
     tokio::time::sleep(Duration::from_secs(3)).await;

@@ -153,64 +153,57 @@ fn base_path(path: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use distlock_testkit::store_config::{url_config, url_refused};
 
-    fn parse(text: &str) -> Result<ZkConfig, LockError> {
-        Ok(lock_core::url::parse::<crate::ZkStore>(text)?.config)
-    }
-
-    fn reason(text: &str) -> String {
-        match parse(text) {
-            Err(LockError::InvalidConfig { reason }) => reason,
-            other => panic!("{text}: expected InvalidConfig, got {other:?}"),
-        }
-    }
+    type Store = crate::ZkStore;
 
     #[test]
     fn hosts_chroot_and_defaults() {
-        let config = parse("zk://h1:2181,h2,[::1]:2182/apps/locks").unwrap();
+        let config = url_config::<Store>("zk://h1:2181,h2,[::1]:2182/apps/locks");
         assert_eq!(config.connect_string(), "h1:2181,h2:2181,[::1]:2182");
         assert_eq!(config.base, "/apps/locks");
         assert_eq!(config.session_timeout, lock_core::DEFAULT_TTL);
         assert_eq!(config.auth, None);
         assert_eq!(config.tls, None);
-        assert_eq!(parse("zk://h").unwrap().base, "/distlock");
-        assert_eq!(parse("zk://h/").unwrap().base, "/distlock");
-        assert_eq!(parse("zk://h/a/b/").unwrap().base, "/a/b");
+        assert_eq!(url_config::<Store>("zk://h").base, "/distlock");
+        assert_eq!(url_config::<Store>("zk://h/").base, "/distlock");
+        assert_eq!(url_config::<Store>("zk://h/a/b/").base, "/a/b");
     }
 
     #[test]
     fn session_timeout_defaults_to_the_ttl() {
-        let config = parse("zk://h?ttl=2s&connect_timeout=1s").unwrap();
+        let config = url_config::<Store>("zk://h?ttl=2s&connect_timeout=1s");
         assert_eq!(config.session_timeout, Duration::from_secs(2));
         assert_eq!(config.connect_timeout, Duration::from_secs(1));
-        let config = parse("zk://h?ttl=2s&session_timeout=4s").unwrap();
+        let config = url_config::<Store>("zk://h?ttl=2s&session_timeout=4s");
         assert_eq!(config.session_timeout, Duration::from_secs(4));
-        assert!(reason("zk://h?session_timeout=0s").contains("greater than zero"));
+        assert!(url_refused::<Store>("zk://h?session_timeout=0s").contains("greater than zero"));
     }
 
     #[test]
     fn digest_auth_from_user_info_or_options() {
-        let config = parse("zk://alice:s%3Acret@h/x").unwrap();
+        let config = url_config::<Store>("zk://alice:s%3Acret@h/x");
         let auth = config.auth.unwrap();
         assert_eq!(auth.user, "alice");
         assert_eq!(auth.auth_bytes(), b"alice:s:cret");
-        let config = parse("zk://h?user=bob&password=pw").unwrap();
+        let config = url_config::<Store>("zk://h?user=bob&password=pw");
         assert_eq!(config.auth.unwrap().auth_bytes(), b"bob:pw");
-        assert!(reason("zk://h?user=bob").contains("user and a password"));
-        assert!(reason("zk://a:b@h?user=bob&password=pw").contains("twice"));
-        assert!(reason("zk://a@h").contains("user and a password"));
+        assert!(url_refused::<Store>("zk://h?user=bob").contains("user and a password"));
+        assert!(url_refused::<Store>("zk://a:b@h?user=bob&password=pw").contains("twice"));
+        assert!(url_refused::<Store>("zk://a@h").contains("user and a password"));
     }
 
     #[test]
     fn secrets_never_show() {
-        let config = parse("zk://alice:topsecret@h?ttl=2s").unwrap();
-        let shown = format!("{config:?}");
-        assert!(!shown.contains("topsecret"), "{shown}");
-        assert!(shown.contains("alice"), "{shown}");
-        let error = reason("zk://alice:topsecret@h/zookeeper");
-        assert!(!error.contains("topsecret"), "{error}");
-        let error = reason("zk://alice:topsecret@h?colour=red");
-        assert!(!error.contains("topsecret"), "{error}");
+        let debug = format!("{:?}", url_config::<Store>("zk://alice:topsecret@h?ttl=2s"));
+        assert!(debug.contains("alice"), "{debug}");
+        for shown in [
+            debug,
+            url_refused::<Store>("zk://alice:topsecret@h/zookeeper"),
+            url_refused::<Store>("zk://alice:topsecret@h?colour=red"),
+        ] {
+            assert!(!shown.contains("topsecret"), "{shown}");
+        }
     }
 
     #[test]
@@ -221,25 +214,24 @@ mod tests {
             std::fs::write(dir.join(name), format!("PEM {name}")).unwrap();
         }
         let d = dir.display();
-        let config = parse(&format!(
+        let config = url_config::<Store>(&format!(
             "zks://h?tls_ca_file={d}/ca.pem&tls_cert_file={d}/c.pem&tls_key_file={d}/k.pem"
-        ))
-        .unwrap();
+        ));
         let tls = config.tls.unwrap();
         assert_eq!(tls.ca.unwrap().path, dir.join("ca.pem"));
         assert_eq!(tls.identity.unwrap().key.path, dir.join("k.pem"));
         std::fs::remove_dir_all(&dir).unwrap();
-        assert!(reason("zks://h").contains("needs option `tls_ca_file`"));
-        assert!(reason("zk://h?tls_ca_file=/ca.pem").contains("zks://"));
-        assert!(reason("zks://h?tls_cert_file=/c.pem").contains("go together"));
+        assert!(url_refused::<Store>("zks://h").contains("needs option `tls_ca_file`"));
+        assert!(url_refused::<Store>("zk://h?tls_ca_file=/ca.pem").contains("zks://"));
+        assert!(url_refused::<Store>("zks://h?tls_cert_file=/c.pem").contains("go together"));
     }
 
     #[test]
     fn bad_urls_name_the_problem() {
-        assert!(reason("zk:///chroot").contains("no ZooKeeper host"));
-        assert!(reason("zk://h/a//b").contains("invalid level"));
-        assert!(reason("zk://h/zookeeper/x").contains("reserved"));
-        assert!(reason("zk://h?colour=red").contains("unknown option `colour`"));
-        assert!(reason("redis://h").contains("not a scheme of the ZooKeeper store"));
+        assert!(url_refused::<Store>("zk:///chroot").contains("no ZooKeeper host"));
+        assert!(url_refused::<Store>("zk://h/a//b").contains("invalid level"));
+        assert!(url_refused::<Store>("zk://h/zookeeper/x").contains("reserved"));
+        assert!(url_refused::<Store>("zk://h?colour=red").contains("unknown option `colour`"));
+        assert!(url_refused::<Store>("redis://h").contains("not a scheme of the ZooKeeper store"));
     }
 }

@@ -59,6 +59,50 @@ impl Sessions {
     }
 }
 
+/// Sessions set up as the store's own, for tools that talk to the same
+/// servers with raw commands, such as benchmarks. The store opens its own
+/// sessions with these too.
+impl ZkConfig {
+    /// A client set up as the store's own (same servers, session timeout,
+    /// digest credentials, TLS): a new session on the ensemble, opened
+    /// within the connect timeout. For tools that talk to the same
+    /// servers with raw commands, such as benchmarks; nodes they create
+    /// should carry [`acls`](Self::acls), as the store's do.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Unavailable`] when no server accepts a session within
+    /// the connect timeout; [`LockError::InvalidConfig`] when the server
+    /// refuses the credentials.
+    pub async fn connect(&self) -> Result<Client, LockError> {
+        let hosts = self.connect_string();
+        let mut connector = Client::connector()
+            .with_session_timeout(self.session_timeout)
+            // Fail at once when no server accepts, rather than retrying
+            // until the session timeout; reconnects later still cycle.
+            .with_fail_eagerly();
+        if let Some(auth) = &self.auth {
+            connector = connector.with_auth("digest", &auth.auth_bytes());
+        }
+        let connecting = crate::tls::connect(connector, self, &hosts);
+        tokio::time::timeout(self.connect_timeout, connecting)
+            .await
+            .map_err(|_| error::disconnected(&hosts, self.connect_timeout))?
+            .map_err(|e| error::map(&format!("open a session with {hosts}"), e))
+    }
+
+    /// The ACLs the store creates every node with: readable and writable
+    /// only by the same credentials when the URL gave some, by anyone
+    /// otherwise.
+    pub fn acls(&self) -> Acls<'static> {
+        if self.auth.is_some() {
+            Acls::creator_all()
+        } else {
+            Acls::anyone_all()
+        }
+    }
+}
+
 /// One ZooKeeper session and the locks that live and die with it.
 #[derive(Debug)]
 pub(crate) struct Session {
@@ -72,20 +116,7 @@ pub(crate) struct Session {
 impl Session {
     /// Connects to the ensemble within the connect timeout.
     pub(crate) async fn open(config: Arc<ZkConfig>) -> Result<Self, LockError> {
-        let hosts = config.connect_string();
-        let mut connector = Client::connector()
-            .with_session_timeout(config.session_timeout)
-            // Fail at once when no server accepts, rather than retrying
-            // until the session timeout; reconnects later still cycle.
-            .with_fail_eagerly();
-        if let Some(auth) = &config.auth {
-            connector = connector.with_auth("digest", &auth.auth_bytes());
-        }
-        let connecting = crate::tls::connect(connector, &config, &hosts);
-        let client = tokio::time::timeout(config.connect_timeout, connecting)
-            .await
-            .map_err(|_| error::disconnected(&hosts, config.connect_timeout))?
-            .map_err(|e| error::map(&format!("open a session with {hosts}"), e))?;
+        let client = config.connect().await?;
         let registry = Arc::new(Registry::default());
         let window = validity_window(client.session_timeout());
         // Not aborted when the session is dropped: dropping the last client
@@ -127,11 +158,7 @@ impl Session {
     /// The ACLs every node of this backend is created with: creator-only
     /// when the URL gave credentials, open otherwise.
     pub(crate) fn acls(&self) -> Acls<'static> {
-        if self.config.auth.is_some() {
-            Acls::creator_all()
-        } else {
-            Acls::anyone_all()
-        }
+        self.config.acls()
     }
 
     /// Whether the session expired, failed or was closed.

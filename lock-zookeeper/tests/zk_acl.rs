@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::connect;
+use common::{connect, holder_of};
 use distlock_testkit::layout::{zk_contenders, zk_lock_dir};
 use distlock_testkit::shared_server;
 use distlock_testkit::zookeeper::{standalone_spec, zk_url};
@@ -68,7 +68,7 @@ async fn other_credentials_cannot_delete_a_held_lock() {
         assert_eq!(client.get_data(&node).await.map(drop), Err(ZkError::NoAuth));
     }
     assert!(guard.is_held());
-    let info = alice.inspect("k").await.unwrap().expect("still held");
+    let info = holder_of(&alice, "k", "still held").await;
     assert_eq!(info.owner, guard.owner().as_str());
     guard.release().await.unwrap();
 }

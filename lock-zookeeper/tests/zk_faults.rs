@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::holder_of;
 use distlock_testkit::zookeeper::{standalone_spec, zk_url, Ensemble};
 use distlock_testkit::{
     pause_group, resume_group, shared_server, signal_group, spawn_child, FaultProxy, FencedResource,
@@ -359,11 +360,7 @@ async fn ensemble_member_killed_keeps_sessions_locks_and_watches() {
         "lost: {:?}",
         guard.loss_signal().loss_reason()
     );
-    let info = holder
-        .inspect("k")
-        .await
-        .unwrap()
-        .expect("the lock vanished");
+    let info = holder_of(&holder, "k", "the lock vanished").await;
     assert_eq!(info.owner, guard.owner().as_str());
     assert_eq!(
         proxies[member].connections(),

@@ -1,10 +1,12 @@
 //! The measurements: uncontended latency against the floor, handoff, and
 //! throughput.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use distlock::{LockError, LockName, LockOptions, Locker};
+use tokio::task::JoinHandle;
 
 use super::floor::FloorProbe;
 
@@ -183,43 +185,36 @@ async fn throughput(
     }
     let started = Instant::now();
     let deadline = started + duration;
-    let tasks: Vec<_> = lockers
-        .into_iter()
-        .enumerate()
-        .map(|(client, locker)| {
-            let keys = Arc::clone(&keys);
-            tokio::spawn(async move {
-                let mut done = 0u64;
-                let mut picker = KeyPicker::new(client, keys.len());
-                loop {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        return Ok(done);
-                    }
-                    let key = &keys[picker.next()];
-                    match locker
-                        .lock_with(key, LockOptions::new().wait(deadline - now))
-                        .await
-                    {
-                        Ok(guard) => guard.release().await?,
-                        Err(error) if error.is_timeout() => return Ok(done),
-                        Err(error) => return Err(error),
-                    }
-                    done += 1;
-                    // Stores answered from this process (file, mem) may
-                    // complete without ever yielding; let the other clients run.
-                    tokio::task::yield_now().await;
+    let tasks = spawn_clients(lockers, |client, locker| {
+        let keys = Arc::clone(&keys);
+        async move {
+            let mut done = 0u64;
+            let mut picker = KeyPicker::new(client, keys.len());
+            loop {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Ok(done);
                 }
-            })
-        })
-        .collect();
-    let mut per_client = Vec::with_capacity(clients);
-    for task in tasks {
-        let done = task
-            .await
-            .map_err(|e| Failure::other(format!("bench client failed: {e}")))??;
-        per_client.push(done);
-    }
+                let key = &keys[picker.next()];
+                match locker
+                    .lock_with(key, LockOptions::new().wait(deadline - now))
+                    .await
+                {
+                    Ok(guard) => guard.release().await?,
+                    Err(error) if error.is_timeout() => return Ok(done),
+                    Err(error) => return Err(error),
+                }
+                done += 1;
+                // Stores answered from this process (file, mem) may
+                // complete without ever yielding; let the other clients run.
+                tokio::task::yield_now().await;
+            }
+        }
+    });
+    let per_client = join_clients(tasks, "bench client")
+        .await?
+        .into_iter()
+        .collect::<Result<Vec<u64>, LockError>>()?;
     Ok(Counts {
         per_client,
         elapsed: started.elapsed(),
@@ -252,40 +247,55 @@ async fn floor_throughput(
     let names = Arc::new(names);
     let started = Instant::now();
     let deadline = started + duration;
-    let tasks: Vec<_> = probes
+    let tasks = spawn_clients(probes, |client, probe| {
+        let names = Arc::clone(&names);
+        async move {
+            let (mut done, mut errors) = (0u64, 0u64);
+            let mut picker = KeyPicker::new(client, names.len());
+            while Instant::now() < deadline {
+                let name = &names[picker.next()];
+                match probe.lock_release_once(name).await {
+                    Ok(()) => done += 1,
+                    Err(_) => errors += 1,
+                }
+                tokio::task::yield_now().await;
+            }
+            (done, errors)
+        }
+    });
+    let results = join_clients(tasks, "floor client").await?;
+    Ok(Some(Counts {
+        per_client: results.iter().map(|&(done, _)| done).collect(),
+        elapsed: started.elapsed(),
+        errors: results.iter().map(|&(_, errors)| errors).sum(),
+    }))
+}
+
+/// Spawns `client(index, item)` for each of `items`: one task per bench
+/// client, each knowing its index.
+fn spawn_clients<T, F>(items: Vec<T>, client: impl Fn(usize, T) -> F) -> Vec<JoinHandle<F::Output>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    items
         .into_iter()
         .enumerate()
-        .map(|(client, probe)| {
-            let names = Arc::clone(&names);
-            tokio::spawn(async move {
-                let (mut done, mut errors) = (0u64, 0u64);
-                let mut picker = KeyPicker::new(client, names.len());
-                while Instant::now() < deadline {
-                    let name = &names[picker.next()];
-                    match probe.lock_release_once(name).await {
-                        Ok(()) => done += 1,
-                        Err(_) => errors += 1,
-                    }
-                    tokio::task::yield_now().await;
-                }
-                (done, errors)
-            })
-        })
-        .collect();
-    let mut counts = Counts {
-        per_client: Vec::with_capacity(clients),
-        elapsed: Duration::ZERO,
-        errors: 0,
-    };
+        .map(|(index, item)| tokio::spawn(client(index, item)))
+        .collect()
+}
+
+/// Awaits the client tasks in order; a task that panicked fails the bench,
+/// naming `what` it was.
+async fn join_clients<T>(tasks: Vec<JoinHandle<T>>, what: &str) -> Result<Vec<T>, Failure> {
+    let mut results = Vec::with_capacity(tasks.len());
     for task in tasks {
-        let (done, errors) = task
+        let result = task
             .await
-            .map_err(|e| Failure::other(format!("floor client failed: {e}")))?;
-        counts.per_client.push(done);
-        counts.errors += errors;
+            .map_err(|e| Failure::other(format!("{what} failed: {e}")))?;
+        results.push(result);
     }
-    counts.elapsed = started.elapsed();
-    Ok(Some(counts))
+    Ok(results)
 }
 
 /// Picks a throughput client's keys: uniformly at random, each client from

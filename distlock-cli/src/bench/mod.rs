@@ -26,7 +26,7 @@ use crate::cli::BenchArgs;
 use crate::exit::{Failure, SUCCESS};
 use crate::output;
 use crate::url::StoreUrl;
-use report::{BenchReport, HoldReport};
+use report::{BenchReport, HoldReport, Target};
 
 /// Runs the benchmark and prints its table (or JSON).
 pub(crate) async fn bench(store: &StoreUrl, args: BenchArgs) -> Result<i32, Failure> {
@@ -51,9 +51,7 @@ pub(crate) async fn bench(store: &StoreUrl, args: BenchArgs) -> Result<i32, Fail
         measure::throughputs(&opener, clients, keys, args.duration, probe.is_some()).await?;
 
     let report = BenchReport {
-        backend: base.backend_name(),
-        url: store.shown().to_owned(),
-        namespace: opener.namespace.clone(),
+        target: Target::new(&base, store, &opener.namespace),
         clients,
         keys,
         shared: args.shared,
@@ -84,9 +82,7 @@ async fn bench_hold(
     let locks = usize::try_from(locks).unwrap_or(usize::MAX);
     let cost = hold::hold(&locker, locks, window).await?;
     let report = HoldReport {
-        backend: locker.backend_name(),
-        url: store.shown().to_owned(),
-        namespace: opener.namespace.clone(),
+        target: Target::new(&locker, store, &opener.namespace),
         ttl: locker.options().ttl,
         hold: cost,
     };

@@ -1,5 +1,5 @@
 //! What the testkit's own tests share: a python interpreter to run small
-//! servers with, and echo round trips.
+//! servers with, echo round trips, and checking a message.
 
 use std::io;
 use std::net::SocketAddr;
@@ -59,4 +59,11 @@ pub(crate) async fn read_within_quick(stream: &mut TcpStream, len: usize) -> Vec
         .unwrap()
         .unwrap();
     buf
+}
+
+/// Asserts that `text` contains each of `parts`, naming the missing one.
+pub(crate) fn assert_mentions(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{part:?} missing in: {text}");
+    }
 }

@@ -95,82 +95,70 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     }
 }
 
-/// What a backend can do, as read by the conformance suite and by
-/// [`Locker::capabilities`](crate::Locker::capabilities). Built in one
-/// expression from the list of what applies:
-///
-/// ```
-/// use lock_core::backend::{Capabilities, Capability::*};
-/// let caps = Capabilities::of(&[Expiry, Fifo, Remote]);
-/// assert!(caps.fifo && !caps.force_release);
-/// assert_eq!(Capabilities::default(), Capabilities::of(&[]));
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Capabilities {
+/// Declares [`Capabilities`] (a `bool` field per capability),
+/// [`Capability`] (a variant per field) and [`Capabilities::of`] from one
+/// list, `field: Variant` each, so the three cannot drift apart.
+macro_rules! capabilities {
+    ($($(#[doc = $doc:literal])* $field:ident: $variant:ident,)+) => {
+        /// What a backend can do, as read by the conformance suite and by
+        /// [`Locker::capabilities`](crate::Locker::capabilities). Built in one
+        /// expression from the list of what applies:
+        ///
+        /// ```
+        /// use lock_core::backend::{Capabilities, Capability::*};
+        /// let caps = Capabilities::of(&[Expiry, Fifo, Remote]);
+        /// assert!(caps.fifo && !caps.force_release);
+        /// assert_eq!(Capabilities::default(), Capabilities::of(&[]));
+        /// ```
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub struct Capabilities {
+            $($(#[doc = $doc])* pub $field: bool,)+
+        }
+
+        /// One thing a backend can do; see the field of the same name in
+        /// [`Capabilities`].
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum Capability {
+            $(#[doc = concat!("[`Capabilities::", stringify!($field), "`].")] $variant,)+
+        }
+
+        impl Capabilities {
+            /// Exactly the capabilities in `list`.
+            pub const fn of(list: &[Capability]) -> Self {
+                let mut caps = Self { $($field: false,)+ };
+                let mut i = 0;
+                while i < list.len() {
+                    match list[i] {
+                        $(Capability::$variant => caps.$field = true,)+
+                    }
+                    i += 1;
+                }
+                caps
+            }
+        }
+    };
+}
+
+capabilities! {
     /// Locks of a holder that vanished (crashed, partitioned) are freed by
     /// the store after the ttl.
-    pub expiry: bool,
+    expiry: Expiry,
     /// Each lock has its own lease: a guard that stops renewing
     /// ([`LockOptions::auto_renew`](crate::LockOptions::auto_renew) off, or
     /// [`LockGuard::leak`](crate::LockGuard::leak)) expires after the ttl
     /// even while its locker lives.
-    pub per_lock_expiry: bool,
+    per_lock_expiry: PerLockExpiry,
     /// [`Backend::force_release`] is supported.
-    pub force_release: bool,
+    force_release: ForceRelease,
     /// Waiters are woken by the store when a lock is released (not by
     /// polling), across processes.
-    pub notified_wakeups: bool,
+    notified_wakeups: NotifiedWakeups,
     /// Waiters get the lock in the order they asked for it.
-    pub fifo: bool,
+    fifo: Fifo,
     /// The store is reached over a network and can become unreachable.
-    pub remote: bool,
-}
-
-/// One thing a backend can do; see the field of the same name in
-/// [`Capabilities`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Capability {
-    /// [`Capabilities::expiry`].
-    Expiry,
-    /// [`Capabilities::per_lock_expiry`].
-    PerLockExpiry,
-    /// [`Capabilities::force_release`].
-    ForceRelease,
-    /// [`Capabilities::notified_wakeups`].
-    NotifiedWakeups,
-    /// [`Capabilities::fifo`].
-    Fifo,
-    /// [`Capabilities::remote`].
-    Remote,
-}
-
-impl Capabilities {
-    /// Exactly the capabilities in `list`.
-    pub const fn of(list: &[Capability]) -> Self {
-        let mut caps = Self {
-            expiry: false,
-            per_lock_expiry: false,
-            force_release: false,
-            notified_wakeups: false,
-            fifo: false,
-            remote: false,
-        };
-        let mut i = 0;
-        while i < list.len() {
-            match list[i] {
-                Capability::Expiry => caps.expiry = true,
-                Capability::PerLockExpiry => caps.per_lock_expiry = true,
-                Capability::ForceRelease => caps.force_release = true,
-                Capability::NotifiedWakeups => caps.notified_wakeups = true,
-                Capability::Fifo => caps.fifo = true,
-                Capability::Remote => caps.remote = true,
-            }
-            i += 1;
-        }
-        caps
-    }
+    remote: Remote,
 }
 
 /// How long an acquire call may wait.

@@ -116,26 +116,24 @@ mod tests {
 
     #[test]
     fn user_info_and_password_options_are_masked() {
-        assert_eq!(
-            redact("redlock://u:s3cret@a:1,b:2/?ttl=1s").as_str(),
-            "redlock://***@a:1,b:2/?ttl=1s"
-        );
-        assert_eq!(
-            redact("etcd://a:1,b:2?user=root&password=s3cret&ttl=2s").as_str(),
-            "etcd://a:1,b:2?user=root&password=***&ttl=2s"
-        );
-        assert_eq!(
-            redact("zk://h?pass%77ord=p%40w").as_str(),
-            "zk://h?pass%77ord=***"
-        );
-        assert_eq!(
-            redact("redis://user:s3cret@host:6379/0").as_str(),
-            "redis://***@host:6379/0"
-        );
-        assert_eq!(
-            redact("etcd://h:2379?passwordless=yes&ttl=3s").as_str(),
-            "etcd://h:2379?passwordless=yes&ttl=3s"
-        );
+        for (url, shown) in [
+            (
+                "redlock://u:s3cret@a:1,b:2/?ttl=1s",
+                "redlock://***@a:1,b:2/?ttl=1s",
+            ),
+            (
+                "etcd://a:1,b:2?user=root&password=s3cret&ttl=2s",
+                "etcd://a:1,b:2?user=root&password=***&ttl=2s",
+            ),
+            ("zk://h?pass%77ord=p%40w", "zk://h?pass%77ord=***"),
+            ("redis://user:s3cret@host:6379/0", "redis://***@host:6379/0"),
+            (
+                "etcd://h:2379?passwordless=yes&ttl=3s",
+                "etcd://h:2379?passwordless=yes&ttl=3s",
+            ),
+        ] {
+            assert_eq!(redact(url).as_str(), shown, "{url}");
+        }
     }
 
     #[test]

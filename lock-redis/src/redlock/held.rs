@@ -10,7 +10,7 @@ use lock_core::backend::HeldLock;
 use lock_core::{LockError, LossReason};
 
 use super::Inner;
-use crate::conn::{self, Conn, Timeouts};
+use crate::conn::{self, Conn, ScriptCall, Timeouts};
 use crate::renewal::{clone_error, renew_on, HeldKeys, RenewItem, RenewTarget};
 use crate::scripts::scripts;
 
@@ -88,16 +88,11 @@ impl HeldLock for RedlockHeld {
             [self.lock.keys.lock.as_str()],
             [&self.lock.owner, &self.lock.keys.channel],
         );
-        let calls = self.inner.nodes.iter().map(|node| {
-            node.eval::<i64>(
-                self.inner.timeouts,
-                "Redlock release",
-                &scripts().release,
-                &lock,
-                &args,
-            )
-        });
-        let outcomes = join_all(calls).await;
+        let call = ScriptCall::new("Redlock release", &scripts().release, &lock, &args);
+        let outcomes = self
+            .inner
+            .eval_on::<i64>(0..self.inner.nodes.len(), &call)
+            .await;
         let released = outcomes.iter().filter(|o| matches!(o, Ok(1))).count();
         let unknown = outcomes.iter().filter(|o| o.is_err()).count();
         if released >= self.inner.quorum

@@ -37,7 +37,7 @@ use lock_core::backend::{
 use lock_core::{FencingToken, LockError, LockInfo, LockName};
 
 use crate::config::RedisConfig;
-use crate::conn::{self, Conn, Timeouts};
+use crate::conn::{Conn, ScriptCall, Timeouts};
 use crate::keys::LockKeys;
 use crate::pubsub::{Listener, Listening};
 use crate::renewal::{RenewalStats, Renewer};
@@ -60,6 +60,18 @@ struct Inner {
     config: RedisConfig,
 }
 
+impl Inner {
+    /// Runs `call` on the masters at `nodes` (indices into
+    /// [`nodes`](Self::nodes)), all at once; their outcomes in that order.
+    async fn eval_on<T: redis::FromRedisValue>(
+        &self,
+        nodes: impl Iterator<Item = usize>,
+        call: &ScriptCall<'_>,
+    ) -> Vec<Result<T, LockError>> {
+        join_all(nodes.map(|i| self.nodes[i].eval(self.timeouts, call))).await
+    }
+}
+
 impl RedlockBackend {
     /// Connects to the masters `config` names (each host an independent
     /// master); at least a majority must answer, else
@@ -69,7 +81,7 @@ impl RedlockBackend {
         let nodes = config
             .nodes
             .iter()
-            .map(|node| conn::lazy_manager(&config, node).map(Conn::Single))
+            .map(|node| config.connection_manager(node).map(Conn::Single))
             .collect::<Result<Vec<_>, _>>()?;
         let quorum = config.quorum();
         let ping = redis::cmd("PING");
@@ -114,20 +126,14 @@ impl RedlockBackend {
         self.inner.renewer.stats()
     }
 
-    /// Runs `script` on every master; fails unless a majority answered.
+    /// Runs `call` on every master; fails unless a majority answered.
     async fn on_all<T: redis::FromRedisValue>(
         &self,
-        what: &str,
-        script: &redis::Script,
-        keys: &[&str],
-        args: &[&dyn conn::ToArg],
+        call: &ScriptCall<'_>,
     ) -> Result<Vec<T>, LockError> {
-        let calls = self
+        let answers: Vec<T> = self
             .inner
-            .nodes
-            .iter()
-            .map(|node| node.eval::<T>(self.inner.timeouts, what, script, keys, args));
-        let answers: Vec<T> = join_all(calls)
+            .eval_on(0..self.inner.nodes.len(), call)
             .await
             .into_iter()
             .filter_map(Result::ok)
@@ -135,7 +141,8 @@ impl RedlockBackend {
         if answers.len() < self.inner.quorum {
             return Err(LockError::Unavailable {
                 message: format!(
-                    "Redlock {what}: only {} of {} masters answered",
+                    "Redlock {}: only {} of {} masters answered",
+                    call.what(),
                     answers.len(),
                     self.inner.nodes.len()
                 ),
@@ -164,7 +171,12 @@ impl Backend for RedlockBackend {
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         let keys = LockKeys::new(name);
         let replies: Vec<redis::Value> = self
-            .on_all("inspect", &scripts().inspect, &[keys.lock.as_str()], &[])
+            .on_all(&ScriptCall::new(
+                "inspect",
+                &scripts().inspect,
+                &[keys.lock.as_str()],
+                &[],
+            ))
             .await?;
         let values: Vec<(String, Option<Duration>)> =
             replies.into_iter().filter_map(parse_inspect).collect();
@@ -197,12 +209,12 @@ impl Backend for RedlockBackend {
     async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
         let keys = LockKeys::new(name);
         let removed: Vec<i64> = self
-            .on_all(
+            .on_all(&ScriptCall::new(
                 "force release",
                 &scripts().force_release,
                 &[keys.lock.as_str()],
                 &[&keys.channel],
-            )
+            ))
             .await?;
         Ok(removed.contains(&1))
     }

@@ -5,13 +5,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::future::join_all;
 use lock_core::backend::{clock_drift, AcquireRequest, Acquired, Attempt, CleanupOnDrop, Renewal};
 use lock_core::{FencingToken, LockError};
 
 use super::held::RedlockHeld;
 use super::{Inner, RedlockBackend};
-use crate::conn;
+use crate::conn::{self, ScriptCall};
 use crate::keys::LockKeys;
 use crate::renewal::HeldKeys;
 use crate::retry::CleanupRetry;
@@ -99,17 +98,13 @@ impl RedlockBackend {
         let ttl_ms = ttl.as_millis() as u64;
         let (names, args): ([&str; 2], [&dyn conn::ToArg; 2]) =
             ([keys.lock.as_str(), keys.token.as_str()], [&owner, &ttl_ms]);
-        let calls = self.inner.nodes.iter().map(|node| {
-            node.eval_idempotent::<Vec<i64>>(
-                self.inner.timeouts,
-                "Redlock acquire",
-                &scripts().acquire,
-                &names,
-                &args,
-            )
-        });
+        let call = ScriptCall::new("Redlock acquire", &scripts().acquire, &names, &args);
+        let replies = self
+            .inner
+            .eval_on::<Vec<i64>>(0..self.inner.nodes.len(), &call.idempotent())
+            .await;
         let mut tally = Tally::default();
-        for (i, reply) in join_all(calls).await.into_iter().enumerate() {
+        for (i, reply) in replies.into_iter().enumerate() {
             match reply.map(|reply| AcquireReply::parse(&reply)) {
                 Ok(AcquireReply::Acquired(token)) => tally.granted.push((i, token.get())),
                 Ok(AcquireReply::Held { pttl, .. }) => tally.held.push(pttl),
@@ -124,16 +119,9 @@ impl RedlockBackend {
     async fn raise_all(&self, keys: &LockKeys, owner: &str, token: u64) -> usize {
         let (names, args): ([&str; 2], [&dyn conn::ToArg; 2]) =
             ([keys.lock.as_str(), keys.token.as_str()], [&token, &owner]);
-        let calls = self.inner.nodes.iter().map(|node| {
-            node.eval_idempotent::<i64>(
-                self.inner.timeouts,
-                "Redlock raise",
-                &scripts().raise,
-                &names,
-                &args,
-            )
-        });
-        join_all(calls)
+        let call = ScriptCall::new("Redlock raise", &scripts().raise, &names, &args);
+        self.inner
+            .eval_on::<i64>(0..self.inner.nodes.len(), &call.idempotent())
             .await
             .into_iter()
             .filter(|r| matches!(r, Ok(1)))
@@ -147,16 +135,8 @@ impl RedlockBackend {
 async fn undo_round(inner: &Inner, keys: &LockKeys, owner: &str) {
     let (lock, args): ([&str; 1], [&dyn conn::ToArg; 2]) =
         ([keys.lock.as_str()], [&owner, &keys.channel]);
-    let calls = inner.nodes.iter().map(|node| {
-        node.eval::<i64>(
-            inner.timeouts,
-            "Redlock undo",
-            &scripts().release,
-            &lock,
-            &args,
-        )
-    });
-    join_all(calls).await;
+    let call = ScriptCall::new("Redlock undo", &scripts().release, &lock, &args);
+    inner.eval_on::<i64>(0..inner.nodes.len(), &call).await;
 }
 
 /// Owner-checked delete on every master, retried on masters that did not
@@ -168,16 +148,10 @@ async fn undo(inner: Arc<Inner>, keys: LockKeys, owner: String, ttl: Duration) {
     while !pending.is_empty() {
         let (lock, args): ([&str; 1], [&dyn conn::ToArg; 2]) =
             ([keys.lock.as_str()], [&owner, &keys.channel]);
-        let calls = pending.iter().map(|&i| {
-            inner.nodes[i].eval_idempotent::<i64>(
-                inner.timeouts,
-                "Redlock undo",
-                &scripts().release,
-                &lock,
-                &args,
-            )
-        });
-        let outcomes = join_all(calls).await;
+        let call = ScriptCall::new("Redlock undo", &scripts().release, &lock, &args);
+        let outcomes = inner
+            .eval_on::<i64>(pending.iter().copied(), &call.idempotent())
+            .await;
         pending = pending
             .into_iter()
             .zip(outcomes)

@@ -1,29 +1,21 @@
 //! The etcd floor: put-if-absent transaction + delete, on a client of its
-//! own: the two writes any etcd lock needs, with none of distlock's
-//! machinery (no lease, no queue read, no watch). Unlike the other floors
-//! it deletes even where its put found the key taken (and then fails).
+//! own that the store's config sets up as the store's: the two writes any
+//! etcd lock needs, with none of distlock's machinery (no lease, no queue
+//! read, no watch). Unlike the other floors it deletes even where its put
+//! found the key taken (and then fails).
 
 use std::fmt;
-use std::time::Duration;
 
 use distlock::{LockError, LockName};
-use etcd_client::{
-    Certificate, Client, Compare, CompareOp, ConnectOptions, Identity, TlsOptions, Txn, TxnOp,
-};
-use lock_etcd::{EtcdConfig, EtcdStore};
+use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
+use lock_etcd::EtcdStore;
 
 use super::{escape, taken, Floor, FloorProbe, PAYLOAD};
-
-/// HTTP/2 ping interval, as the store's (etcd takes pings more frequent
-/// than every 5 s for abuse).
-const PING_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The floor of an etcd URL, on a client set up as the store's.
 pub(super) async fn open(url: &str) -> Result<Floor, LockError> {
     let config = lock_core::url::parse::<EtcdStore>(url)?.config;
-    let client = Client::connect(&config.endpoints, Some(connect_options(&config)))
-        .await
-        .map_err(|e| error("connect the floor probe to etcd", e))?;
+    let client = config.connect().await?;
     Ok(Box::new(EtcdFloor { client }))
 }
 
@@ -32,33 +24,6 @@ pub(super) async fn open(url: &str) -> Result<Floor, LockError> {
 fn floor_key(name: &LockName) -> String {
     let key = escape(name.key().as_str());
     format!("distlock-floor/{}/{key}", name.namespace())
-}
-
-/// The store's connect options: timeouts, keep-alive, leader required,
-/// credentials and TLS files.
-fn connect_options(config: &EtcdConfig) -> ConnectOptions {
-    let mut options = ConnectOptions::new()
-        .with_connect_timeout(config.connect_timeout)
-        .with_timeout(config.response_timeout)
-        .with_keep_alive(PING_INTERVAL, config.response_timeout)
-        .with_keep_alive_while_idle(false)
-        .with_require_leader(true);
-    if let (Some(user), Some(password)) = (&config.user, &config.password) {
-        options = options
-            .with_user(user.clone(), password.expose())
-            .with_auto_token_refresh(true);
-    }
-    if let Some(tls) = &config.tls {
-        let mut tls_options = TlsOptions::new();
-        if let Some(ca) = &tls.ca {
-            tls_options = tls_options.ca_certificate(Certificate::from_pem(ca.bytes()));
-        }
-        if let Some(id) = &tls.identity {
-            tls_options = tls_options.identity(Identity::from_pem(id.cert.bytes(), id.key.bytes()));
-        }
-        options = options.with_tls(tls_options);
-    }
-    options
 }
 
 struct EtcdFloor {

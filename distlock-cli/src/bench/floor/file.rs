@@ -1,14 +1,14 @@
 //! The file store's floor: open (creating) + `flock(LOCK_EX|LOCK_NB)` +
-//! unlock + close, run inline like the store's own attempts.
+//! unlock + close on a file of its own, run inline like the store's own
+//! attempts.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use distlock::{LockError, LockName};
-use lock_file::{FileStore, FILE_MODE};
+use lock_file::FileStore;
 
 use super::{escape, taken, Floor, FloorProbe};
 
@@ -58,55 +58,39 @@ impl FloorProbe for FileFloor {
     }
 }
 
-/// Open, lock, unlock, close; `false` if someone else has the file locked.
+/// Open (creating it and its directory the first time), lock, unlock,
+/// close; `false` if someone else has the file locked.
 fn lock_unlock_once(path: &Path) -> io::Result<bool> {
-    let file = open_creating(path)?;
-    if !flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
-        return Ok(false);
-    }
-    flock(&file, libc::LOCK_UN)?;
-    Ok(true)
-}
-
-/// Opens `path` read-write as the store opens its lock files: created
-/// with the store's mode (and its directory if missing), never through a
-/// symlink at the last component.
-fn open_creating(path: &Path) -> io::Result<File> {
-    let open = || {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(FILE_MODE)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-    };
-    match open() {
+    let mut create = File::options();
+    create.write(true).create(true).truncate(false);
+    let file = match create.open(path) {
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            if let Some(dir) = path.parent() {
-                fs::create_dir_all(dir)?;
-            }
-            open()
+            // The first call on this namespace makes its directory.
+            fs::create_dir_all(path.parent().expect("a floor file lies in a directory"))?;
+            create.open(path)?
         }
-        other => other,
+        opened => opened?,
+    };
+    let locked = flock(&file, libc::LOCK_EX | libc::LOCK_NB)?;
+    if locked {
+        flock(&file, libc::LOCK_UN)?;
     }
+    Ok(locked)
 }
 
-/// `flock(2)` retried on `EINTR`; `false` where a non-blocking lock is held
-/// by someone else.
+/// `flock(2)` on `file`; `false` where a `LOCK_NB` request finds the lock
+/// held through another open file description. (Neither a `LOCK_NB`
+/// request nor an unlock blocks, so no `EINTR` to retry.)
 fn flock(file: &File, operation: libc::c_int) -> io::Result<bool> {
-    loop {
-        // SAFETY: the descriptor is open for as long as `file` lives.
-        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
-            return Ok(true);
-        }
-        let error = io::Error::last_os_error();
-        match error.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(code) if code == libc::EWOULDBLOCK => return Ok(false),
-            _ => return Err(error),
-        }
+    // SAFETY: the descriptor is open for as long as `file` lives.
+    if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+        return Ok(true);
+    }
+    let error = io::Error::last_os_error();
+    if error.kind() == io::ErrorKind::WouldBlock {
+        Ok(false)
+    } else {
+        Err(error)
     }
 }
 

@@ -4,8 +4,11 @@
 //! connection of the floor's own.
 //!
 //! Each floor reads the URL through `lock_core::url::parse` into its
-//! store's public config, so it reaches the servers the store does, with
-//! the same credentials, TLS files and timeouts. Like a raw spin lock, a
+//! store's public config and opens its client with that config's own
+//! connect method (`RedisConfig::connection_manager` and
+//! `cluster_connection`, `EtcdConfig::connect`, `ZkConfig::connect`), so
+//! it reaches the servers the store does, with the same credentials, TLS
+//! files and timeouts. Like a raw spin lock, a
 //! call that did not take its lock fails: on a contended name the floor's
 //! rate counts acquisitions, not refused attempts. Floors write where no
 //! real lock lives, so a floor never touches a lock of distlock's.
@@ -62,7 +65,7 @@ pub(crate) async fn open(url: &str) -> Result<Option<Floor>, LockError> {
     }
     #[cfg(feature = "zookeeper")]
     if serves::<lock_zookeeper::ZkStore>(scheme) {
-        return zookeeper::open(url).await;
+        return zookeeper::open(url).await.map(Some);
     }
     Ok(None)
 }

@@ -1,21 +1,17 @@
 //! The Redis floor: raw `SET key v NX PX` then, where it took the key,
-//! `DEL key`, on connections of its own of the store's kind (a lazily
-//! connecting manager per server, or a cluster connection); Redlock runs
-//! on every master at once and needs a majority.
+//! `DEL key`, on connections of its own that the store's config sets up
+//! as the store's (a lazily connecting manager per server, or a cluster
+//! connection); Redlock runs on every master at once and needs a
+//! majority.
 
 use std::fmt;
 use std::time::Duration;
 
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use ::redis::cluster::{ClusterClientBuilder, ClusterConfig};
+use ::redis::aio::ConnectionManager;
 use ::redis::cluster_async::ClusterConnection;
-use ::redis::{
-    Client, Cmd, ConnectionAddr, IntoConnectionInfo, ProtocolVersion, RedisConnectionInfo,
-    RedisError,
-};
+use ::redis::{Cmd, RedisError};
 use distlock::{LockError, LockName};
-use lock_core::url::{HostPort, TlsFiles};
-use lock_redis::{RedisConfig, RedisStore, Topology};
+use lock_redis::{RedisStore, Topology};
 
 use super::{escape, taken, Floor, FloorProbe, PAYLOAD};
 
@@ -30,9 +26,9 @@ pub(super) async fn open(url: &str) -> Result<Floor, LockError> {
         Topology::Single | Topology::Redlock => config
             .nodes
             .iter()
-            .map(|node| manager(&config, node).map(Conn::Single))
+            .map(|node| config.connection_manager(node).map(Conn::Single))
             .collect::<Result<_, _>>()?,
-        Topology::Cluster => vec![Conn::Cluster(cluster(&config).await?)],
+        Topology::Cluster => vec![Conn::Cluster(config.cluster_connection().await?)],
     };
     Ok(Box::new(RedisFloor {
         conns,
@@ -128,100 +124,6 @@ impl FloorProbe for RedisFloor {
             return Err(taken(format_args!("key `{key}`")));
         }
         Ok(())
-    }
-}
-
-/// A connection manager for `node` that connects on first use, set up as
-/// the store sets up its own.
-fn manager(config: &RedisConfig, node: &HostPort) -> Result<ConnectionManager, LockError> {
-    let addr = match &config.tls {
-        None => ConnectionAddr::Tcp(node.host.clone(), node.port),
-        Some(_) => ConnectionAddr::TcpTls {
-            host: node.host.clone(),
-            port: node.port,
-            insecure: false,
-            tls_params: None,
-        },
-    };
-    let bad = |e: RedisError| LockError::invalid_config(format!("Redis at {node}: {e}"));
-    let mut settings = RedisConnectionInfo::default()
-        .set_db(config.db)
-        .set_protocol(ProtocolVersion::RESP3);
-    if let Some(user) = &config.username {
-        settings = settings.set_username(user);
-    }
-    if let Some(password) = &config.password {
-        settings = settings.set_password(password.expose());
-    }
-    let info = addr
-        .into_connection_info()
-        .map_err(bad)?
-        .set_redis_settings(settings);
-    let client = match &config.tls {
-        None => Client::open(info),
-        Some(tls) => Client::build_with_tls(info, certificates(tls)),
-    }
-    .map_err(bad)?;
-    let manager = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(config.connect_timeout))
-        .set_response_timeout(Some(config.response_timeout))
-        .set_number_of_retries(2)
-        .set_min_delay(Duration::from_millis(20))
-        .set_max_delay(Duration::from_millis(500));
-    ConnectionManager::new_lazy_with_config(client, manager).map_err(bad)
-}
-
-/// A connection to the cluster behind `config`'s seed nodes.
-async fn cluster(config: &RedisConfig) -> Result<ClusterConnection, LockError> {
-    let seeds = config.nodes.iter().map(|n| {
-        ConnectionAddr::Tcp(n.host.clone(), n.port)
-            .into_connection_info()
-            .expect("a TCP address is always valid")
-    });
-    let mut builder = ClusterClientBuilder::new(seeds)
-        .connection_timeout(config.connect_timeout)
-        .response_timeout(config.response_timeout)
-        .retries(2);
-    if let Some(user) = &config.username {
-        builder = builder.username(user);
-    }
-    if let Some(password) = &config.password {
-        builder = builder.password(password.expose());
-    }
-    if let Some(tls) = &config.tls {
-        builder = builder
-            .tls(::redis::TlsMode::Secure)
-            .certs(certificates(tls));
-    }
-    let what = "connect the floor probe to Redis Cluster";
-    let client = builder
-        .build()
-        .map_err(|e| LockError::invalid_config(format!("{what}: {e}")))?;
-    let connecting = client.get_async_connection_with_config(
-        ClusterConfig::new()
-            .set_connection_timeout(config.connect_timeout)
-            .set_response_timeout(config.response_timeout),
-    );
-    let limit = (config.connect_timeout + config.response_timeout) * 2;
-    match tokio::time::timeout(limit, connecting).await {
-        Ok(connected) => connected.map_err(|e| error(what, e)),
-        Err(_) => Err(LockError::Unavailable {
-            message: format!("{what}: timed out"),
-            source: None,
-        }),
-    }
-}
-
-/// The CA to trust and the client certificate, for the client library.
-fn certificates(tls: &TlsFiles) -> ::redis::TlsCertificates {
-    // rustls needs one process-wide crypto provider; ring, as the store.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    ::redis::TlsCertificates {
-        client_tls: tls.identity.as_ref().map(|id| ::redis::ClientTlsConfig {
-            client_cert: id.cert.bytes().to_vec(),
-            client_key: id.key.bytes().to_vec(),
-        }),
-        root_cert: tls.ca.as_ref().map(|ca| ca.bytes().to_vec()),
     }
 }
 

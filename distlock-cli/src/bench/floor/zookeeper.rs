@@ -1,7 +1,7 @@
 //! The ZooKeeper floor: create an EPHEMERAL_SEQUENTIAL node and delete
 //! it, the two round trips every ZooKeeper lock recipe makes at least, on
-//! a session of its own set up as the store's (session timeout, digest
-//! auth, ACLs). `zks://` has no floor.
+//! a session of its own that the store's config opens as the store's
+//! (session timeout, digest auth, TLS), with the store's ACLs.
 
 use distlock::{LockError, LockName};
 use lock_zookeeper::{ZkConfig, ZkStore};
@@ -13,32 +13,14 @@ use super::{escape, Floor, FloorProbe, PAYLOAD};
 /// contain `+`, so no real lock directory lies under it.
 const FLOOR_DIR: &str = "bench+floor";
 
-/// The floor of a `zk://` URL; `None` for `zks://`.
-pub(super) async fn open(url: &str) -> Result<Option<Floor>, LockError> {
+/// The floor of a `zk://` or `zks://` URL.
+pub(super) async fn open(url: &str) -> Result<Floor, LockError> {
     let config = lock_core::url::parse::<ZkStore>(url)?.config;
-    if config.tls.is_some() {
-        return Ok(None);
-    }
-    let hosts = config.connect_string();
-    let mut connector = Client::connector()
-        .with_session_timeout(config.session_timeout)
-        .with_fail_eagerly();
-    if let Some(auth) = &config.auth {
-        connector = connector.with_auth("digest", &auth.auth_bytes());
-    }
-    let what = format!("open the floor probe's session with {hosts}");
-    let client = tokio::time::timeout(config.connect_timeout, connector.connect(&hosts))
-        .await
-        .map_err(|_| LockError::Unavailable {
-            message: format!("{what}: timed out after {:?}", config.connect_timeout),
-            source: None,
-        })?
-        .map_err(|e| error(&what, e))?;
-    Ok(Some(Box::new(ZkFloor {
-        client,
+    Ok(Box::new(ZkFloor {
+        client: config.connect().await?,
         dir: floor_dir(&config),
-        creator_only: config.auth.is_some(),
-    })))
+        acls: config.acls(),
+    }))
 }
 
 fn floor_dir(config: &ZkConfig) -> String {
@@ -50,9 +32,8 @@ struct ZkFloor {
     client: Client,
     /// `<base>/bench+floor`.
     dir: String,
-    /// Whether nodes are created readable only by our credentials, as the
-    /// store creates them when the URL has some.
-    creator_only: bool,
+    /// The ACLs the store gives its nodes.
+    acls: Acls<'static>,
 }
 
 impl ZkFloor {
@@ -60,14 +41,6 @@ impl ZkFloor {
     fn parent(&self, name: &LockName) -> String {
         let key = escape(name.key().as_str());
         format!("{}/{}/{key}", self.dir, name.namespace())
-    }
-
-    fn acls(&self) -> Acls<'static> {
-        if self.creator_only {
-            Acls::creator_all()
-        } else {
-            Acls::anyone_all()
-        }
     }
 }
 
@@ -80,11 +53,11 @@ impl FloorProbe for ZkFloor {
     async fn lock_release_once(&self, name: &LockName) -> Result<(), LockError> {
         let dir = self.parent(name);
         let prefix = format!("{dir}/floor-");
-        let node = CreateMode::EphemeralSequential.with_acls(self.acls());
+        let node = CreateMode::EphemeralSequential.with_acls(self.acls);
         let created = match self.client.create(&prefix, PAYLOAD.as_bytes(), &node).await {
             Err(ZkError::NoNode) => {
                 // First use of this name: make its directory, once.
-                let dirs = CreateMode::Container.with_acls(self.acls());
+                let dirs = CreateMode::Container.with_acls(self.acls);
                 self.client
                     .mkdir(&dir, &dirs)
                     .await

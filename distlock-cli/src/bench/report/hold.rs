@@ -5,16 +5,14 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{micros, short};
+use super::{micros, short, Target};
 use crate::bench::hold::{HoldCost, HoldJson};
 
 /// The report of `bench --hold`; serialised as its `--json` output.
 #[derive(Debug, Serialize)]
 pub(crate) struct HoldReport {
-    pub(crate) backend: &'static str,
-    /// Password redacted.
-    pub(crate) url: String,
-    pub(crate) namespace: String,
+    #[serde(flatten)]
+    pub(crate) target: Target,
     /// The locker's ttl: how often locks are renewed depends on it.
     #[serde(rename = "ttl_ms", serialize_with = "super::millis")]
     pub(crate) ttl: Duration,
@@ -27,12 +25,8 @@ impl HoldReport {
     pub(crate) fn table(&self) -> String {
         let hold = &self.hold;
         let mut out = String::new();
-        for (name, value) in [
-            ("backend", self.backend.to_owned()),
-            ("url", self.url.clone()),
-            ("namespace", self.namespace.clone()),
-            ("ttl", humantime::format_duration(self.ttl).to_string()),
-        ] {
+        let ttl = ("ttl", humantime::format_duration(self.ttl).to_string());
+        for (name, value) in self.target.rows().into_iter().chain([ttl]) {
             let _ = writeln!(out, "{name:<11}{value}");
         }
         let _ = writeln!(
@@ -95,9 +89,11 @@ mod tests {
 
     fn hold_report(writes: Option<IoCounters>) -> HoldReport {
         HoldReport {
-            backend: "redis",
-            url: "redis://***@127.0.0.1:6379".into(),
-            namespace: "bench-1".into(),
+            target: Target {
+                backend: "redis",
+                url: "redis://***@127.0.0.1:6379".into(),
+                namespace: "bench-1".into(),
+            },
             ttl: Duration::from_secs(3),
             hold: HoldCost {
                 locks: 200,

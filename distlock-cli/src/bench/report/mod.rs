@@ -9,20 +9,50 @@ mod hold;
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use distlock::Locker;
 use serde::Serialize;
 
 use super::measure::{Counts, Uncontended};
 use super::stats::{jain_index, Summary};
+use crate::url::StoreUrl;
 
 pub(crate) use hold::HoldReport;
+
+/// Where a bench ran: the first lines of either report.
+#[derive(Debug, Serialize)]
+pub(crate) struct Target {
+    pub(crate) backend: &'static str,
+    /// Password redacted.
+    pub(crate) url: String,
+    /// The run's fresh namespace.
+    pub(crate) namespace: String,
+}
+
+impl Target {
+    /// A run through `locker`, on `store`, in `namespace`.
+    pub(crate) fn new(locker: &Locker, store: &StoreUrl, namespace: &str) -> Self {
+        Self {
+            backend: locker.backend_name(),
+            url: store.shown().to_owned(),
+            namespace: namespace.to_owned(),
+        }
+    }
+
+    /// The table rows naming the target.
+    fn rows(&self) -> [(&'static str, String); 3] {
+        [
+            ("backend", self.backend.to_owned()),
+            ("url", self.url.clone()),
+            ("namespace", self.namespace.clone()),
+        ]
+    }
+}
 
 /// What was measured, where and how; serialised as the `--json` output.
 #[derive(Debug, Serialize)]
 pub(crate) struct BenchReport {
-    pub(crate) backend: &'static str,
-    /// Password redacted.
-    pub(crate) url: String,
-    pub(crate) namespace: String,
+    #[serde(flatten)]
+    pub(crate) target: Target,
     pub(crate) clients: usize,
     pub(crate) keys: usize,
     pub(crate) shared: bool,
@@ -160,12 +190,12 @@ impl BenchResults {
         };
         let floor = match &setup.probe {
             Some(probe) => probe.clone(),
-            None => format!("n/a (the {} backend has no raw floor)", setup.backend),
+            None => format!(
+                "n/a (the {} backend has no raw floor)",
+                setup.target.backend
+            ),
         };
-        for (name, value) in [
-            ("backend", setup.backend.to_owned()),
-            ("url", setup.url.clone()),
-            ("namespace", setup.namespace.clone()),
+        for (name, value) in setup.target.rows().into_iter().chain([
             ("clients", format!("{} ({connections})", setup.clients)),
             ("keys", setup.keys.to_string()),
             ("runtime", setup.runtime.clone()),
@@ -174,7 +204,7 @@ impl BenchResults {
                 humantime::format_duration(setup.duration).to_string(),
             ),
             ("floor", floor),
-        ] {
+        ]) {
             let _ = writeln!(out, "{name:<11}{value}");
         }
 
@@ -291,9 +321,11 @@ mod tests {
 
     fn report(probe: Option<&str>) -> BenchResults {
         let setup = BenchReport {
-            backend: "file",
-            url: "file:///tmp/x".into(),
-            namespace: "bench-1".into(),
+            target: Target {
+                backend: "file",
+                url: "file:///tmp/x".into(),
+                namespace: "bench-1".into(),
+            },
             clients: 2,
             keys: 1,
             shared: false,

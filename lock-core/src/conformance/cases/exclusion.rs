@@ -60,8 +60,7 @@ pub async fn mutual_exclusion(factory: &dyn LockerFactory) -> CaseResult {
 /// `try_lock` on a held key returns `None` without waiting, also from the
 /// holder's own locker.
 pub async fn try_lock_on_held_key_returns_none_at_once(factory: &dyn LockerFactory) -> CaseResult {
-    let settings = settings("try_lock_held", TTL);
-    let (a, b) = open_two(factory, &settings).await?;
+    let (_, a, b) = two_lockers(factory, "try_lock_held", TTL).await?;
     let guard = a.lock("k").await?;
     let started = Instant::now();
     assert!(
@@ -88,8 +87,7 @@ pub async fn try_lock_on_held_key_returns_none_at_once(factory: &dyn LockerFacto
 /// not much later.
 pub async fn wait_timeout_is_honoured(factory: &dyn LockerFactory) -> CaseResult {
     const WAIT: Duration = Duration::from_millis(600);
-    let settings = settings("wait_timeout", TTL);
-    let (a, b) = open_two(factory, &settings).await?;
+    let (_, a, b) = two_lockers(factory, "wait_timeout", TTL).await?;
     let guard = a.lock("k").await?;
     let started = Instant::now();
     let outcome = b.lock_with("k", wait(WAIT)).await;
@@ -100,16 +98,13 @@ pub async fn wait_timeout_is_honoured(factory: &dyn LockerFactory) -> CaseResult
     }
     assert!(elapsed >= WAIT, "gave up early, after {elapsed:?}");
     assert!(elapsed < WAIT + SLACK, "gave up late, after {elapsed:?}");
-    assert!(guard.is_held());
-    guard.release().await?;
-    Ok(Outcome::Passed)
+    passes_if_still_held(guard).await
 }
 
 /// A waiter gets the lock soon after the release, far sooner than the ttl
 /// (a wake-up, not expiry).
 pub async fn release_wakes_a_waiter_promptly(factory: &dyn LockerFactory) -> CaseResult {
-    let settings = settings("release_wakes", TTL);
-    let (a, b) = open_two(factory, &settings).await?;
+    let (_, a, b) = two_lockers(factory, "release_wakes", TTL).await?;
     let guard = a.lock("k").await?;
     let waiter = tokio::spawn(async move {
         let guard = b.lock_with("k", wait(Duration::from_secs(30))).await?;
@@ -133,8 +128,7 @@ pub async fn release_wakes_a_waiter_promptly(factory: &dyn LockerFactory) -> Cas
 /// Different keys are different locks, including keys that share a prefix
 /// or a hierarchy level.
 pub async fn independent_keys_do_not_block(factory: &dyn LockerFactory) -> CaseResult {
-    let settings = settings("independent_keys", TTL);
-    let (a, b) = open_two(factory, &settings).await?;
+    let (_, a, b) = two_lockers(factory, "independent_keys", TTL).await?;
     let mut held = vec![a.lock("k1").await?];
     for (locker, key) in [
         (&b, "k2"),
@@ -187,16 +181,13 @@ pub async fn locks_are_not_reentrant(factory: &dyn LockerFactory) -> CaseResult 
         .lock_with("k", wait(Duration::from_millis(200)))
         .await;
     assert!(matches!(again, Err(LockError::Timeout { .. })), "{again:?}");
-    assert!(guard.is_held());
-    guard.release().await?;
-    Ok(Outcome::Passed)
+    passes_if_still_held(guard).await
 }
 
 /// A zero wait makes exactly one attempt: success on a free key, an
 /// immediate `Timeout` on a held one.
 pub async fn zero_wait_makes_one_attempt(factory: &dyn LockerFactory) -> CaseResult {
-    let settings = settings("zero_wait", TTL);
-    let (a, b) = open_two(factory, &settings).await?;
+    let (_, a, b) = two_lockers(factory, "zero_wait", TTL).await?;
     let guard = a.lock_with("k", wait(Duration::ZERO)).await?;
     let started = Instant::now();
     let outcome = b.lock_with("k", wait(Duration::ZERO)).await;

@@ -6,8 +6,7 @@ use super::*;
 /// Keys with `/`, spaces, unicode, dots, percent signs and the maximum
 /// length work, and stay distinct from each other (held all at once).
 pub async fn unusual_keys_work(factory: &dyn LockerFactory) -> CaseResult {
-    let settings = settings("unusual_keys", TTL);
-    let (a, b) = open_two(factory, &settings).await?;
+    let (_, a, b) = two_lockers(factory, "unusual_keys", TTL).await?;
     let long_ascii = "x".repeat(MAX_KEY_LEN);
     let long_unicode = "é".repeat(MAX_KEY_LEN / 2);
     let keys = [

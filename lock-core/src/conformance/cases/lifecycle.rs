@@ -7,8 +7,7 @@ use super::*;
 /// middle of taking a free lock — leaves nothing that blocks the next
 /// acquirer: the key is free at once (long before any ttl).
 pub async fn dropped_lock_call_leaves_nothing_behind(factory: &dyn LockerFactory) -> CaseResult {
-    let settings = settings("dropped_lock_call", TTL);
-    let (a, b) = open_two(factory, &settings).await?;
+    let (settings, a, b) = two_lockers(factory, "dropped_lock_call", TTL).await?;
     let c = factory.open(&settings).await?;
     // Waiters dropped while queued behind a holder.
     let holder = a.lock("queued").await?;
@@ -43,8 +42,7 @@ pub async fn dropped_lock_call_leaves_nothing_behind(factory: &dyn LockerFactory
 
 /// Dropping a guard releases the lock in the background, soon.
 pub async fn dropped_guard_frees_lock_shortly(factory: &dyn LockerFactory) -> CaseResult {
-    let settings = settings("dropped_guard", TTL);
-    let (a, b) = open_two(factory, &settings).await?;
+    let (_, a, b) = two_lockers(factory, "dropped_guard", TTL).await?;
     drop(a.lock("k").await?);
     let guard = b.lock_with("k", wait(Duration::from_secs(1))).await?;
     guard.release().await?;
@@ -103,8 +101,7 @@ pub async fn unreachable_store_gives_unavailable_then_recovers(
 
 /// `inspect` reports the holder's owner and token, and `None` for a free key.
 pub async fn inspect_reports_holder(factory: &dyn LockerFactory) -> CaseResult {
-    let settings = settings("inspect", TTL);
-    let (a, b) = open_two(factory, &settings).await?;
+    let (settings, a, b) = two_lockers(factory, "inspect", TTL).await?;
     assert!(b.inspect("k").await?.is_none(), "a free key has a holder");
     let guard = a.lock("k").await?;
     let info = b.inspect("k").await?.expect("held key shows no holder");

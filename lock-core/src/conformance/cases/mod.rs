@@ -19,6 +19,7 @@ use super::factory::{CaseSettings, LockerFactory};
 use super::runner::Outcome;
 use super::CaseResult;
 use crate::error::LockError;
+use crate::guard::LockGuard;
 use crate::key::{Namespace, MAX_KEY_LEN};
 use crate::locker::Locker;
 use crate::options::LockOptions;
@@ -33,6 +34,7 @@ const SHORT_TTL: Duration = Duration::from_secs(1);
 /// Slack for scheduling and store latency on a busy CI machine.
 const SLACK: Duration = Duration::from_secs(2);
 
+/// A fresh namespace named after `case`, and `ttl`.
 fn settings(case: &str, ttl: Duration) -> CaseSettings {
     let short: String = case
         .chars()
@@ -72,9 +74,28 @@ async fn open_many(
     Ok(lockers)
 }
 
-async fn open_two(
+/// The settings of `case` (see [`settings`]) and two lockers on them, each
+/// with its own connection.
+async fn two_lockers(
     factory: &dyn LockerFactory,
-    settings: &CaseSettings,
-) -> Result<(Locker, Locker), LockError> {
-    Ok((factory.open(settings).await?, factory.open(settings).await?))
+    case: &str,
+    ttl: Duration,
+) -> Result<(CaseSettings, Locker, Locker), LockError> {
+    let settings = settings(case, ttl);
+    let a = factory.open(&settings).await?;
+    let b = factory.open(&settings).await?;
+    Ok((settings, a, b))
+}
+
+/// The end of a case whose holder must have kept its lock through what the
+/// case did: asserts that `guard` still holds it, releases it, and passes.
+async fn passes_if_still_held(guard: LockGuard) -> CaseResult {
+    assert!(
+        guard.is_held(),
+        "the holder of {} lost it: {:?}",
+        guard.key(),
+        guard.loss_signal().loss_reason()
+    );
+    guard.release().await?;
+    Ok(Outcome::Passed)
 }
