@@ -378,3 +378,37 @@ async fn ensemble_member_killed_keeps_sessions_locks_and_watches() {
         .unwrap();
     assert!(token > old_token);
 }
+
+/// In a 3-server ensemble, a lock just taken through one server is seen
+/// by `inspect` through every other: each server may apply the leader's
+/// commits a little later than the one that answered the holder, so
+/// `inspect` first makes its server catch up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_through_another_member_sees_a_lock_just_taken() {
+    let ttl = Duration::from_secs(3);
+    let ensemble = Ensemble::start(3).await.unwrap_or_else(|e| panic!("{e}"));
+    let on_member = |i: usize| url(&[ensemble.client_addr(i)], "inspect_elsewhere", ttl);
+    // The holder on the leader, whose answer comes as soon as a quorum has
+    // the write: one of the two followers may not have applied it yet.
+    let leader = ensemble.leader().await.expect("a leader");
+    let holder = connect(&on_member(leader)).await;
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let lookers = [
+        connect(&on_member(followers[0])).await,
+        connect(&on_member(followers[1])).await,
+    ];
+    for round in 0..150 {
+        let key = format!("k{round}");
+        let guard = holder.try_lock(&key).await.unwrap().expect("a fresh key");
+        for (member, looker) in lookers.iter().enumerate() {
+            let seen = looker.inspect(&key).await.unwrap();
+            assert_eq!(
+                seen.map(|info| info.token),
+                Some(guard.token()),
+                "round {round}: member {} missed the lock",
+                followers[member] + 1
+            );
+        }
+        guard.release().await.unwrap();
+    }
+}
