@@ -5,6 +5,8 @@ pub mod data_root;
 pub mod etcd;
 pub mod fencing;
 pub mod layout;
+#[cfg(feature = "tls")]
+pub mod pki;
 pub mod ports;
 pub mod probe;
 mod procfs;

@@ -6,7 +6,7 @@
 //! `waiters_in_line` reads a lock's queue with a raw client.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tokio::sync::OnceCell;
@@ -59,6 +59,43 @@ pub fn cluster_node_spec(name: &str) -> Result<ServerSpec, String> {
             args
         });
     Ok(pong_probe(spec))
+}
+
+/// A `redis-server` that serves clients over TLS on its extra port (the
+/// server's `ports()[1]`), with `cert`/`key` as its certificate, requiring
+/// client certificates signed by `ca` (`tls-auth-clients yes`) and the
+/// password `password` (`requirepass`). Its plain port serves only the
+/// readiness probe, which logs in with the password.
+pub fn redis_tls_spec(
+    name: &str,
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+    password: &str,
+) -> Result<ServerSpec, String> {
+    let probe_login = format!("AUTH {password}\r\nPING\r\n").into_bytes();
+    let password = password.to_owned();
+    Ok(ServerSpec::new(name, redis_server()?)
+        .extra_ports(1)
+        .args(move |ctx| {
+            let mut args = base_args(ctx.port, &ctx.data_dir);
+            let file = |p: &PathBuf| p.display().to_string();
+            for (flag, value) in [
+                ("--tls-port", ctx.ports[1].to_string()),
+                ("--tls-cert-file", file(&cert)),
+                ("--tls-key-file", file(&key)),
+                ("--tls-ca-cert-file", file(&ca)),
+                ("--tls-auth-clients", "yes".to_owned()),
+                ("--requirepass", password.clone()),
+            ] {
+                args.extend([flag.to_owned(), value]);
+            }
+            args
+        })
+        .probe(move |ctx| {
+            let (addr, login) = (ctx.addr(), probe_login.clone());
+            Box::pin(async move { probe::tcp_request(addr, &login, "+PONG").await })
+        }))
 }
 
 fn base_args(port: u16, data_dir: &Path) -> Vec<String> {

@@ -6,96 +6,18 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use common::connect;
 use distlock_testkit::etcd::etcd_tls_spec;
+use distlock_testkit::pki::Pki;
 use distlock_testkit::{eventually, Server};
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 use lock_core::{LockError, LockOptions};
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
 use tokio::sync::OnceCell;
 
 const PASSWORD: &str = "s3cret-pw";
-
-/// Certificates and keys as PEM files in a temp dir.
-struct Pki {
-    _dir: tempfile::TempDir,
-    ca: PathBuf,
-    server_cert: PathBuf,
-    server_key: PathBuf,
-    client_cert: PathBuf,
-    client_key: PathBuf,
-    /// A CA that signed nothing the server presents.
-    other_ca: PathBuf,
-}
-
-fn ca(name: &str) -> (rcgen::Certificate, Issuer<'static, KeyPair>) {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, name);
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let cert = params.self_signed(&key).unwrap();
-    (cert, Issuer::new(params, key))
-}
-
-fn leaf(
-    issuer: &Issuer<'_, KeyPair>,
-    names: &[&str],
-    common_name: &str,
-    usage: ExtendedKeyUsagePurpose,
-) -> (String, String) {
-    let key = KeyPair::generate().unwrap();
-    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-    let mut params = CertificateParams::new(names).unwrap();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, common_name);
-    params.extended_key_usages = vec![usage];
-    let cert = params.signed_by(&key, issuer).unwrap();
-    (cert.pem(), key.serialize_pem())
-}
-
-fn make_pki() -> Pki {
-    let dir = tempfile::tempdir().unwrap();
-    let write = |name: &str, pem: &str| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, pem).unwrap();
-        path
-    };
-    let (ca_cert, issuer) = ca("distlock test CA");
-    let (server_cert, server_key) = leaf(
-        &issuer,
-        &["127.0.0.1", "localhost"],
-        "etcd",
-        ExtendedKeyUsagePurpose::ServerAuth,
-    );
-    // Not an etcd user name: the password, not the certificate, logs in.
-    let (client_cert, client_key) = leaf(
-        &issuer,
-        &[],
-        "distlock-client",
-        ExtendedKeyUsagePurpose::ClientAuth,
-    );
-    let (other_ca, _) = ca("some other CA");
-    Pki {
-        ca: write("ca.pem", &ca_cert.pem()),
-        server_cert: write("server.pem", &server_cert),
-        server_key: write("server.key", &server_key),
-        client_cert: write("client.pem", &client_cert),
-        client_key: write("client.key", &client_key),
-        other_ca: write("other-ca.pem", &other_ca.pem()),
-        _dir: dir,
-    }
-}
 
 /// The member of this test binary: TLS, client certificates, and auth
 /// enabled with user `root`.
@@ -103,7 +25,7 @@ async fn secure_member() -> &'static (Server, Pki) {
     static MEMBER: OnceCell<(Server, Pki)> = OnceCell::const_new();
     MEMBER
         .get_or_init(|| async {
-            let pki = make_pki();
+            let pki = Pki::generate();
             let spec = etcd_tls_spec(
                 "etcd-tls",
                 pki.ca.clone(),

@@ -352,8 +352,9 @@ fn config_error(node: &HostPort, error: RedisError) -> LockError {
 }
 
 /// Maps a client error: network trouble, timeouts and a server that is
-/// loading, failing over or down are `Unavailable` (retriable); the rest
-/// is `Backend`. Client errors carry no credentials.
+/// loading, failing over or down are `Unavailable` (retriable); refused
+/// credentials or permissions are `InvalidConfig` (the URL must change);
+/// the rest is `Backend`. Client errors carry no credentials.
 pub(crate) fn map_error(what: &str, error: RedisError) -> LockError {
     use redis::{ErrorKind, ServerErrorKind};
     let unavailable = error.is_io_error()
@@ -375,8 +376,12 @@ pub(crate) fn map_error(what: &str, error: RedisError) -> LockError {
     let message = format!("{what}: {error}");
     if unavailable {
         LockError::unavailable(message, error)
-    } else if matches!(error.kind(), ErrorKind::AuthenticationFailed) {
-        LockError::invalid_config(message)
+    } else if matches!(error.kind(), ErrorKind::AuthenticationFailed)
+        || matches!(error.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
+    {
+        LockError::invalid_config(format!(
+            "{message} (the server refused the user name or password, or the user's permissions)"
+        ))
     } else {
         LockError::backend(message, error)
     }
