@@ -16,7 +16,7 @@ pub(crate) async fn check(store: &StoreUrl, args: CheckArgs) -> Result<i32, Fail
     let filter = args.filter.as_deref();
     let selected = CASES
         .iter()
-        .filter(|case| filter.map_or(true, |f| case.name.contains(f)))
+        .filter(|case| filter.is_none_or(|f| case.name.contains(f)))
         .count();
     if selected == 0 {
         return Err(Failure::usage(format!(

@@ -33,6 +33,12 @@ pub enum Command {
     /// Run CMD while holding the lock KEY.
     #[command(long_about = RUN_LONG_ABOUT)]
     Run(RunArgs),
+    /// Run CMD only while leading the election NAME.
+    #[command(long_about = ELECT_LONG_ABOUT)]
+    Elect(ElectArgs),
+    /// Show who leads the election NAME, once or (--watch) as it changes.
+    #[command(long_about = LEADER_LONG_ABOUT)]
+    Leader(LeaderArgs),
     /// Show who holds the lock KEY.
     Status(StatusArgs),
     /// Run the conformance suite against the store.
@@ -56,6 +62,29 @@ DISTLOCK_NAMESPACE in its environment and inherits stdin/stdout/stderr. SIGINT, 
 SIGTERM and SIGHUP sent to distlock are forwarded to CMD; distlock then waits for \
 CMD, releases the lock and exits with CMD's code.";
 
+/// `distlock elect --help`.
+const ELECT_LONG_ABOUT: &str = "\
+Campaigns in the election NAME with --value, waits its turn (candidates are served \
+in the store's queue order), runs CMD while leader, resigns when CMD exits, and \
+exits with CMD's code. An election is the lock NAME: its holder is the leader, its \
+fencing token the leader's term, its value the leader's value.
+
+CMD gets the variables `run` sets (DISTLOCK_KEY is NAME, DISTLOCK_TOKEN the term) \
+plus DISTLOCK_TERM, and inherits stdin/stdout/stderr. Signals are forwarded as by \
+`run`. A leadership lost while CMD ran ends in exit code 76 whatever --on-lost says: \
+`kill` stops CMD at once, `ignore` lets it finish.";
+
+/// `distlock leader --help`.
+const LEADER_LONG_ABOUT: &str = "\
+Prints who leads the election NAME: `NAME: led by OWNER, term T, value \"V\"` or \
+`NAME: no leader` (the value is quoted, with escapes, so that it stays on one \
+line). Exits 0 either way.
+
+With --watch it prints the current state, then one line per change of leader or \
+of its value, pushed by the store, until SIGINT, SIGTERM or SIGHUP (exit 0). With \
+--json each line is one object with exactly the fields name, value, term and owner \
+(value, term and owner are null when nobody leads).";
+
 /// `distlock bench --help`.
 const BENCH_LONG_ABOUT: &str = "\
 Measures, in one run so that ratios hold on a noisy machine: uncontended \
@@ -63,6 +92,13 @@ lock+release latency against the store's raw floor (the same round trips without
 distlock), handoff latency from release() to the next waiter's lock(), and \
 throughput with --clients clients on --keys keys, with Jain's fairness index over \
 the clients. Locks live in a fresh namespace `bench-<random>`.
+
+Leader election rows: failover after resign (resign() called -> the waiting \
+candidate's campaign() returns) against two raw round trips (the store's raw \
+lock+release); failover after a leader crash (a leaked lease, ttl 1 s; stores \
+with per-lock leases only, as elsewhere a leaked lock lasts as long as its \
+session); and observe latency (a change committed -> each of 16 observers \
+notified, the slowest and each one) against one raw round trip.
 
 With --hold N it measures instead what holding locks costs the client: one locker \
 takes N distinct locks and, one second after the last is taken (so that work \
@@ -78,24 +114,15 @@ write with the former.";
 
 /// `distlock run`.
 #[derive(Debug, Args)]
-#[command(after_help = "Exit codes:\n  \
-                  CMD's own   CMD's exit code (128+N if CMD died of signal N)\n  \
-                  75          the lock was not acquired within --wait\n  \
-                  76          the lock was lost while CMD ran (--on-lost kill); also when the loss\n              \
-                  is only found at release: CMD's work may have overlapped another holder's\n  \
-                  69          the store is unreachable\n  \
-                  126, 127    CMD could not be started, was not found\n  \
-                  2           bad usage: arguments, key, URL\n  \
-                  1           other errors")]
+#[command(after_help = RUN_EXIT_CODES)]
 pub struct RunArgs {
     /// The lock to hold.
     pub key: String,
 
-    /// How long to wait for the lock: a duration such as 500ms, 10s, 2m, or
-    /// `forever`; 0 makes a single attempt. Default: the URL's `wait`
-    /// option, else forever.
-    #[arg(long, value_name = "DUR", value_parser = parse_wait)]
-    pub wait: Option<Wait>,
+    /// A value stored with the lock while CMD runs (an address, a note for
+    /// operators), shown by `status`; UTF-8, at most 4096 bytes.
+    #[arg(long, value_name = "V")]
+    pub value: Option<String>,
 
     /// What to do if the lock is lost while CMD runs: `kill` sends CMD
     /// SIGTERM, then SIGKILL after --grace, and exits 76; `ignore` warns and
@@ -103,8 +130,59 @@ pub struct RunArgs {
     #[arg(long, value_enum, value_name = "POLICY", default_value_t = OnLost::Kill)]
     pub on_lost: OnLost,
 
-    /// How long CMD may take to stop after SIGTERM when the lock is lost,
-    /// before it gets SIGKILL.
+    /// --wait, --grace and CMD.
+    #[command(flatten)]
+    pub cmd: CmdArgs,
+}
+
+/// `distlock elect`.
+#[derive(Debug, Args)]
+#[command(after_help = RUN_EXIT_CODES)]
+pub struct ElectArgs {
+    /// The election to campaign in (a lock key).
+    pub name: String,
+
+    /// The value to lead with, shown by `leader` and `status` (an address,
+    /// say); UTF-8, at most 4096 bytes. Default: empty (the owner id already
+    /// names the host and pid).
+    #[arg(long, value_name = "V")]
+    pub value: Option<String>,
+
+    /// What to do if the leadership is lost while CMD runs: `kill` sends
+    /// CMD SIGTERM, then SIGKILL after --grace; `ignore` warns and lets CMD
+    /// finish. Either way distlock then exits 76.
+    #[arg(long, value_enum, value_name = "POLICY", default_value_t = OnLost::Kill)]
+    pub on_lost: OnLost,
+
+    /// --wait, --grace and CMD.
+    #[command(flatten)]
+    pub cmd: CmdArgs,
+}
+
+/// The exit codes of `run` and `elect`.
+const RUN_EXIT_CODES: &str = "Exit codes:\n  \
+                  CMD's own   CMD's exit code (128+N if CMD died of signal N)\n  \
+                  75          not acquired (run) or not elected (elect) within --wait\n  \
+                  76          the lock or leadership was lost while CMD ran (run: with --on-lost\n              \
+                  kill; elect: always); also when the loss is only found at release:\n              \
+                  CMD's work may have overlapped another holder's\n  \
+                  69          the store is unreachable\n  \
+                  126, 127    CMD could not be started, was not found\n  \
+                  128+N       distlock got signal N while waiting\n  \
+                  2           bad usage: arguments, key, value, URL\n  \
+                  1           other errors";
+
+/// What `run` and `elect` share: the wait, the grace period and CMD.
+#[derive(Debug, Args)]
+pub struct CmdArgs {
+    /// How long to wait for the lock (elect: to become leader): a duration
+    /// such as 500ms, 10s, 2m, or `forever`; 0 makes a single attempt.
+    /// Default: the URL's `wait` option, else forever.
+    #[arg(long, value_name = "DUR", value_parser = parse_wait)]
+    pub wait: Option<Wait>,
+
+    /// How long CMD may take to stop after SIGTERM when the lock (elect:
+    /// the leadership) is lost, before it gets SIGKILL.
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_duration)]
     pub grace: Duration,
 
@@ -113,7 +191,7 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
-/// How long `run` waits for the lock.
+/// How long `run` and `elect` wait for the lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wait {
     /// At most this long; zero is one attempt.
@@ -122,13 +200,29 @@ pub enum Wait {
     Forever,
 }
 
-/// What `run` does when the lock is lost while CMD runs.
+/// What `run` and `elect` do when the lock is lost while CMD runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OnLost {
     /// Stop CMD (SIGTERM, then SIGKILL after the grace period); exit 76.
     Kill,
-    /// Warn and let CMD finish; exit with CMD's code.
+    /// Warn and let CMD finish; `run` exits with CMD's code, `elect` 76.
     Ignore,
+}
+
+/// `distlock leader`.
+#[derive(Debug, Args)]
+pub struct LeaderArgs {
+    /// The election to look at.
+    pub name: String,
+
+    /// Keep printing: the current state, then one line per change, until
+    /// interrupted.
+    #[arg(long)]
+    pub watch: bool,
+
+    /// Print JSON objects (one per line) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `distlock status`.
@@ -254,6 +348,8 @@ mod tests {
                 .unwrap_or_default()
         };
         assert!(long_about("run").contains("DISTLOCK_TOKEN"));
+        assert!(long_about("elect").contains("DISTLOCK_TERM"));
+        assert!(long_about("leader").contains("name, value, term and owner"));
         let bench = long_about("bench");
         assert!(
             bench.contains("every write of the distlock process"),
@@ -300,8 +396,40 @@ mod tests {
         let Command::Run(run) = parsed.command else {
             panic!("not run")
         };
-        assert_eq!(run.command, ["echo", "--wait"]);
-        assert_eq!(run.wait, None);
+        assert_eq!(run.cmd.command, ["echo", "--wait"]);
+        assert_eq!(run.cmd.wait, None);
         assert_eq!(run.on_lost, OnLost::Kill);
+        assert_eq!(run.value, None);
+    }
+
+    #[test]
+    fn elect_takes_runs_options_and_a_value() {
+        assert!(Cli::try_parse_from(["distlock", "elect", "e", "echo"]).is_err());
+        let parsed = Cli::try_parse_from(["distlock", "elect", "e", "--", "true"]).unwrap();
+        let Command::Elect(elect) = parsed.command else {
+            panic!("not elect")
+        };
+        assert_eq!((elect.name.as_str(), elect.value), ("e", None));
+        assert_eq!(elect.on_lost, OnLost::Kill);
+        assert_eq!(elect.cmd.wait, None);
+        let args = ["distlock", "elect", "e", "--value", "v", "--wait", "2s"];
+        let parsed = Cli::try_parse_from(args.iter().chain(&["--on-lost", "ignore", "--", "x"]));
+        let Command::Elect(elect) = parsed.unwrap().command else {
+            panic!("not elect")
+        };
+        assert_eq!(elect.value.as_deref(), Some("v"));
+        assert_eq!(elect.on_lost, OnLost::Ignore);
+        assert_eq!(elect.cmd.wait, Some(Wait::For(Duration::from_secs(2))));
+        assert_eq!(elect.cmd.command, ["x"]);
+    }
+
+    #[test]
+    fn leader_flags() {
+        let parsed = Cli::try_parse_from(["distlock", "leader", "e", "--watch", "--json"]);
+        let Command::Leader(leader) = parsed.unwrap().command else {
+            panic!("not leader")
+        };
+        assert!(leader.watch && leader.json);
+        assert!(Cli::try_parse_from(["distlock", "leader"]).is_err());
     }
 }

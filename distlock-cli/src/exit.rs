@@ -2,16 +2,16 @@
 //!
 //! | code | meaning |
 //! |---|---|
-//! | CMD's | `run`: CMD's own exit code; 128+N if CMD died of signal N |
-//! | 0 | success (`status` also when the lock is held) |
+//! | CMD's | `run`, `elect`: CMD's own exit code; 128+N if CMD died of signal N |
+//! | 0 | success (`status` whether or not the lock is held, `leader` whether or not someone leads; `leader --watch` ended by a signal) |
 //! | 1 | any other error; `check`: a case failed |
-//! | 2 | bad usage: arguments, key, URL, option |
+//! | 2 | bad usage: arguments, key, value, URL, option |
 //! | 69 | the store is unreachable (`EX_UNAVAILABLE`) |
-//! | 75 | `run`: the lock was not acquired within `--wait` (`EX_TEMPFAIL`) |
-//! | 76 | `run`: the lock was lost while CMD ran |
-//! | 126 | `run`: CMD exists but could not be started |
-//! | 127 | `run`: CMD was not found |
-//! | 128+N | distlock itself was interrupted by signal N while waiting for the lock |
+//! | 75 | `run`, `elect`: the lock or leadership was not had within `--wait` (`EX_TEMPFAIL`) |
+//! | 76 | `run`, `elect`: the lock or leadership was lost while CMD ran |
+//! | 126 | `run`, `elect`: CMD exists but could not be started |
+//! | 127 | `run`, `elect`: CMD was not found |
+//! | 128+N | distlock itself was interrupted by signal N while waiting for the lock or leadership |
 
 use std::error::Error;
 use std::fmt;
@@ -22,13 +22,13 @@ use distlock::LockError;
 pub const SUCCESS: i32 = 0;
 /// Any error without a more specific code.
 pub const FAILURE: i32 = 1;
-/// Bad usage: arguments, key, URL or option (also clap's code).
+/// Bad usage: arguments, key, value, URL or option (also clap's code).
 pub const USAGE: i32 = 2;
 /// The store could not be reached (`EX_UNAVAILABLE` of sysexits.h).
 pub const UNAVAILABLE: i32 = 69;
-/// The lock was not acquired within `--wait` (`EX_TEMPFAIL`).
+/// The lock (or leadership) was not had within `--wait` (`EX_TEMPFAIL`).
 pub const TEMPFAIL: i32 = 75;
-/// The lock was lost while CMD ran.
+/// The lock (or leadership) was lost while CMD ran.
 pub const LOST: i32 = 76;
 /// CMD was found but could not be started (as in POSIX shells).
 pub const CANNOT_EXECUTE: i32 = 126;
@@ -82,7 +82,9 @@ impl fmt::Display for Failure {
 /// The exit code for a lock error.
 pub(crate) fn code_for(error: &LockError) -> i32 {
     match error {
-        LockError::InvalidKey { .. } | LockError::InvalidConfig { .. } => USAGE,
+        LockError::InvalidKey { .. }
+        | LockError::InvalidValue { .. }
+        | LockError::InvalidConfig { .. } => USAGE,
         LockError::Timeout { .. } => TEMPFAIL,
         LockError::Lost { .. } => LOST,
         LockError::Unavailable { .. } => UNAVAILABLE,
@@ -128,6 +130,12 @@ mod tests {
         let cases = [
             (LockError::invalid_key("key is empty"), USAGE),
             (LockError::invalid_config("bad"), USAGE),
+            (
+                LockError::InvalidValue {
+                    reason: "too long".into(),
+                },
+                USAGE,
+            ),
             (
                 LockError::Timeout {
                     key: "k".into(),

@@ -1,8 +1,11 @@
-//! The `distlock` command: run a command under a distributed lock, see who
-//! holds a lock, and check or benchmark a lock store.
+//! The `distlock` command: run a command under a distributed lock or only
+//! while leading an election, see who holds a lock or leads, and check or
+//! benchmark a lock store.
 //!
 //! ```text
-//! distlock [--url URL] run KEY [--wait DUR] [--on-lost kill|ignore] [--grace DUR] -- CMD [ARGS...]
+//! distlock [--url URL] run KEY [--value V] [--wait DUR] [--on-lost kill|ignore] [--grace DUR] -- CMD [ARGS...]
+//! distlock [--url URL] elect NAME [--value V] [--wait DUR] [--on-lost kill|ignore] [--grace DUR] -- CMD [ARGS...]
+//! distlock [--url URL] leader NAME [--watch] [--json]
 //! distlock [--url URL] status KEY [--json]
 //! distlock [--url URL] check [--filter SUBSTR]
 //! distlock [--url URL] bench [--clients N] [--keys K] [--duration DUR] [--shared] [--json]
@@ -21,11 +24,14 @@
 mod bench;
 mod check;
 pub mod cli;
+mod elect;
 pub mod exit;
+mod leader;
 mod output;
 mod run;
 mod signals;
 mod status;
+mod supervise;
 mod url;
 
 use std::panic;
@@ -47,6 +53,8 @@ pub async fn execute(cli: Cli) -> i32 {
     };
     let result = match cli.command {
         Command::Run(args) => run::run(&store, args).await,
+        Command::Elect(args) => elect::elect(&store, args).await,
+        Command::Leader(args) => leader::leader(&store, args).await,
         Command::Status(args) => status::status(&store, args).await,
         Command::Check(args) => check::check(&store, args).await,
         Command::Bench(args) => bench::bench(&store, args).await,
@@ -100,14 +108,17 @@ pub fn report_usage_error(error: clap::Error) -> i32 {
 
 /// The async runtime `command` runs on.
 ///
-/// `run` and `status` get a current-thread runtime: holding one lock and
-/// watching one child needs no more, and a store's reply then wakes no
-/// other thread. `bench` takes `--threads` (1: current thread; default:
+/// `run`, `elect`, `leader` and `status` get a current-thread runtime:
+/// holding one lock and watching one child, or watching one lock, needs no
+/// more, and a store's reply then wakes no other thread. `bench` takes `--threads` (1: current thread; default:
 /// one worker per core, like most services). `check` uses one worker per
 /// core, as the conformance tests do.
 pub fn runtime_for(command: &cli::Command) -> std::io::Result<tokio::runtime::Runtime> {
     let threads = match command {
-        cli::Command::Run(_) | cli::Command::Status(_) => Some(1),
+        cli::Command::Run(_)
+        | cli::Command::Elect(_)
+        | cli::Command::Leader(_)
+        | cli::Command::Status(_) => Some(1),
         cli::Command::Bench(args) => args.threads.map(usize::from),
         cli::Command::Check(_) => None,
     };

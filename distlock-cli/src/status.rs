@@ -18,6 +18,7 @@ struct StatusJson<'a> {
     held: bool,
     owner: Option<&'a str>,
     token: Option<u64>,
+    value: Option<&'a str>,
     ttl_left_ms: Option<u64>,
 }
 
@@ -36,6 +37,7 @@ pub(crate) async fn status(store: &StoreUrl, args: StatusArgs) -> Result<i32, Fa
             held: holder.is_some(),
             owner: holder.as_ref().map(|h| h.owner.as_str()),
             token: holder.as_ref().map(|h| h.token.get()),
+            value: holder.as_ref().map(|h| h.value.as_str()),
             ttl_left_ms: holder
                 .as_ref()
                 .and_then(|h| h.ttl_left)
@@ -49,12 +51,17 @@ pub(crate) async fn status(store: &StoreUrl, args: StatusArgs) -> Result<i32, Fa
     Ok(SUCCESS)
 }
 
-/// `KEY: free`, or `KEY: held by OWNER, token T, ttl left 2.3s`.
+/// `KEY: free`, or `KEY: held by OWNER, token T, value "V", ttl left 2.3s`
+/// (the value, if not empty, quoted with escapes so that it stays one
+/// line).
 fn describe(key: &str, holder: Option<&LockInfo>) -> String {
     let Some(holder) = holder else {
         return format!("{key}: free");
     };
     let mut text = format!("{key}: held by {}, token {}", holder.owner, holder.token);
+    if !holder.value.is_empty() {
+        text.push_str(&format!(", value {:?}", holder.value));
+    }
     if let Some(ttl) = holder.ttl_left {
         text.push_str(&format!(", ttl left {}", seconds(ttl)));
     }
@@ -86,6 +93,11 @@ mod tests {
         assert_eq!(
             describe("k", Some(&without_ttl)),
             "k: held by h/1/x, token 7"
+        );
+        let with_value = with_ttl.with_value("10.0.0.7:80");
+        assert_eq!(
+            describe("k", Some(&with_value)),
+            r#"k: held by h/1/x, token 7, value "10.0.0.7:80", ttl left 2.3s"#
         );
     }
 }

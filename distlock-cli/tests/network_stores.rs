@@ -15,14 +15,18 @@
 
 mod common;
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-#[cfg(any(feature = "redis", feature = "etcd"))]
+#[cfg(feature = "redis")]
 use distlock_testkit::with_query;
 
+#[cfg(feature = "etcd")]
+use common::etcd_url;
+#[cfg(feature = "redis")]
+use common::redis_url;
+#[cfg(feature = "zookeeper")]
+use common::zookeeper_url;
 use common::{
     assert_check_passes, assert_concurrent_runs_never_lose_an_increment,
-    assert_successive_tokens_increase, test_server,
+    assert_successive_tokens_increase, test_server, unique_options,
 };
 
 /// Concurrent `distlock run` processes per counter test, and runs each.
@@ -36,38 +40,6 @@ const SUCCESSIVE_RUNS: usize = 5;
 /// test stops blocking soon. (`check` ignores the URL's ttl and namespace:
 /// each case opens its lockers with its own, see `UrlFactory`.)
 const RUN_TTL: &str = "ttl=5s";
-
-/// `namespace=…` unique to this test and this run, plus `options`.
-fn options(test: &str, options: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    let namespace = format!("cli-{test}-{}-{nanos:x}", std::process::id());
-    if options.is_empty() {
-        format!("namespace={namespace}")
-    } else {
-        format!("namespace={namespace}&{options}")
-    }
-}
-
-#[cfg(feature = "redis")]
-fn redis_url(test: &str, extra: &str) -> String {
-    let base = test_server(distlock_testkit::redis::shared_redis_url());
-    with_query(&base, &options(test, extra))
-}
-
-#[cfg(feature = "etcd")]
-fn etcd_url(test: &str, extra: &str) -> String {
-    let base = test_server(distlock_testkit::etcd::shared_etcd_url());
-    with_query(&base, &options(test, extra))
-}
-
-#[cfg(feature = "zookeeper")]
-fn zookeeper_url(test: &str, extra: &str) -> String {
-    let addrs = test_server(distlock_testkit::zookeeper::shared_standalone());
-    distlock_testkit::zookeeper::zk_url(&addrs, "", &options(test, extra))
-}
 
 /// The tests every network store gets, in a module `$module` compiled with
 /// distlock-cli's feature `$feature`, on URLs from `$url`: `check` passes
@@ -115,5 +87,8 @@ network_store_tests!(on_zookeeper, "zookeeper", zookeeper_url, "zookeeper");
 fn check_passes_on_redlock_over_three_masters() {
     let masters = test_server(distlock_testkit::redis::shared_redlock_servers(3));
     let base = distlock_testkit::redis::redlock_url(masters.iter().map(|m| m.addr()));
-    assert_check_passes(&with_query(&base, &options("redlock", "")), "redlock");
+    assert_check_passes(
+        &with_query(&base, &unique_options("redlock", "")),
+        "redlock",
+    );
 }

@@ -210,17 +210,15 @@ fn bench_hold_table_names_every_number() {
         text.contains("holding 50 locks on one locker for "),
         "{text}"
     );
-    for label in [
-        "write syscalls/s",
-        "bytes written/s",
-        "RSS per held lock",
-        "lost while held",
-    ] {
-        assert!(
-            text.lines().any(|l| l.trim_start().starts_with(label)),
-            "no {label:?} row:\n{text}"
-        );
-    }
+    common::assert_rows(
+        &text,
+        &[
+            "write syscalls/s",
+            "bytes written/s",
+            "RSS per held lock",
+            "lost while held",
+        ],
+    );
 }
 
 /// `--threads` picks the bench's runtime and the report says which one

@@ -39,6 +39,21 @@ pub fn redis_spec(name: &str) -> Result<ServerSpec, String> {
     Ok(pong_probe(spec))
 }
 
+/// A `redis-server` on a free port that persists every write before it
+/// answers (AOF with `appendfsync always`), so a restart keeps its locks
+/// and fencing counters, as production setups that rely on fencing must.
+pub fn redis_aof_spec(name: &str) -> Result<ServerSpec, String> {
+    let spec = ServerSpec::new(name, redis_server()?).args(|ctx| {
+        let mut args = base_args(ctx.port, &ctx.data_dir);
+        // Later arguments win over the base's `--appendonly no`.
+        for (flag, value) in [("--appendonly", "yes"), ("--appendfsync", "always")] {
+            args.extend([flag.to_owned(), value.to_owned()]);
+        }
+        args
+    });
+    Ok(pong_probe(spec))
+}
+
 /// A `redis-server` that is one master of a cluster; its bus port is the
 /// spec's extra port.
 pub fn cluster_node_spec(name: &str) -> Result<ServerSpec, String> {

@@ -6,9 +6,10 @@ mod stores;
 pub mod conformance;
 
 pub use lock_core::{
-    FencingToken, LockError, LockGuard, LockInfo, LockKey, LockName, LockOptions, Locker,
-    LockerOptions, LossReason, LossSignal, Namespace, OwnerId, Result, DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_NAMESPACE, DEFAULT_TTL, MAX_KEY_LEN, MAX_NAMESPACE_LEN, MIN_TTL,
+    Election, FencingToken, HolderWatch, LeaderInfo, LeaderWatch, Leadership, LockError, LockGuard,
+    LockInfo, LockKey, LockName, LockOptions, Locker, LockerOptions, LossReason, LossSignal,
+    Namespace, OwnerId, Result, DEFAULT_CONNECT_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_TTL,
+    MAX_KEY_LEN, MAX_NAMESPACE_LEN, MAX_VALUE_LEN, MIN_TTL,
 };
 
 /// Local `flock(2)` locks (`file:///dir`): settings for building a store

@@ -29,6 +29,13 @@ pub enum LockError {
         /// What is wrong with the key, naming the offending part.
         reason: String,
     },
+    /// A holder value breaks the value rules (UTF-8, at most
+    /// [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN) bytes); nothing was sent to the store.
+    #[error("invalid value: {reason}")]
+    InvalidValue {
+        /// What is wrong with the value.
+        reason: String,
+    },
     /// A bad URL, option or value, or a backend that was not compiled in.
     #[error("invalid configuration: {reason}")]
     InvalidConfig {

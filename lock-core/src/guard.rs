@@ -1,7 +1,7 @@
 //! [`LockGuard`]: proof of holding a lock, and the way to give it back.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
@@ -36,6 +36,7 @@ pub struct LockGuard {
     name: LockName,
     owner: OwnerId,
     token: FencingToken,
+    value: Mutex<String>,
     backend: &'static str,
     lease: Arc<Lease>,
     signal: LossSignal,
@@ -57,6 +58,7 @@ impl LockGuard {
             name,
             owner,
             ttl,
+            value,
             loss: reporter,
             ..
         } = request;
@@ -84,6 +86,7 @@ impl LockGuard {
             name,
             owner,
             token: acquired.token,
+            value: Mutex::new(value),
             backend,
             lease,
             signal,
@@ -113,6 +116,27 @@ impl LockGuard {
     /// lock.
     pub fn token(&self) -> FencingToken {
         self.token
+    }
+
+    /// The value stored with the lock by this holder (empty if none).
+    pub fn value(&self) -> String {
+        self.value.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces the value stored with the lock, keeping the lock; watchers
+    /// see the change. Fails with [`LockError::Lost`] if the lock is no
+    /// longer ours and with [`LockError::InvalidValue`] if `value` breaks
+    /// the value rules (see [`LockOptions::value`](crate::LockOptions::value)).
+    pub async fn set_value(&self, value: impl Into<String>) -> Result<(), LockError> {
+        let value = value.into();
+        crate::options::check_value(&value)?;
+        if let Some(reason) = self.signal.loss_reason() {
+            return Err(LockError::lost(self.key(), reason));
+        }
+        let span = tracing::debug_span!("distlock.set_value", backend = self.backend, key = %self.name.key());
+        self.lease.held.set_value(&value).instrument(span).await?;
+        *self.value.lock().unwrap_or_else(|p| p.into_inner()) = value;
+        Ok(())
     }
 
     /// False once the lock is known to be lost.

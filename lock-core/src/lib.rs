@@ -42,6 +42,7 @@
 
 pub mod backend;
 mod early_renewal;
+mod election;
 mod error;
 mod guard;
 mod info;
@@ -54,16 +55,21 @@ mod owner;
 mod renewal;
 mod token;
 pub mod url;
+mod watch;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+pub use election::{Election, LeaderInfo, LeaderWatch, Leadership};
 pub use error::{LockError, Result};
 pub use guard::LockGuard;
 pub use info::LockInfo;
 pub use key::{LockKey, LockName, Namespace, DEFAULT_NAMESPACE, MAX_KEY_LEN, MAX_NAMESPACE_LEN};
 pub use locker::Locker;
 pub use loss::{LossReason, LossSignal};
-pub use options::{LockOptions, LockerOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TTL, MIN_TTL};
+pub use options::{
+    LockOptions, LockerOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TTL, MAX_VALUE_LEN, MIN_TTL,
+};
 pub use owner::OwnerId;
 pub use token::FencingToken;
+pub use watch::HolderWatch;

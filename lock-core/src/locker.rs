@@ -8,6 +8,7 @@ use tracing::Instrument;
 
 use crate::backend::{AcquireRequest, Backend, Capabilities, WaitMode};
 use crate::early_renewal::EarlyRenewal;
+use crate::election::Election;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::info::LockInfo;
@@ -15,6 +16,7 @@ use crate::key::{LockKey, LockName, Namespace};
 use crate::loss::loss_channel;
 use crate::options::{LockOptions, LockerOptions, WaitLimit};
 use crate::owner::OwnerId;
+use crate::watch::HolderWatch;
 
 /// Takes locks in one store and namespace.
 ///
@@ -111,7 +113,7 @@ impl Locker {
 
     /// Takes `key` if it is free now; `Ok(None)` if someone holds it.
     pub async fn try_lock(&self, key: &str) -> Result<Option<LockGuard>, LockError> {
-        self.acquire(key, WaitMode::Try, true).await
+        self.acquire(key, WaitMode::Try, true, String::new()).await
     }
 
     /// Takes `key` with per-call options. A zero wait makes one attempt and
@@ -128,7 +130,10 @@ impl Locker {
             Some(wait) => WaitMode::Until(started + wait),
             None => WaitMode::Forever,
         };
-        match self.acquire(key, mode, options.auto_renew).await? {
+        match self
+            .acquire(key, mode, options.auto_renew, options.value)
+            .await?
+        {
             Some(guard) => Ok(guard),
             None => Err(LockError::Timeout {
                 key: key.to_owned(),
@@ -141,6 +146,22 @@ impl Locker {
     pub async fn inspect(&self, key: &str) -> Result<Option<LockInfo>, LockError> {
         let name = self.name(key)?;
         self.backend.inspect(&name).await
+    }
+
+    /// The holder of `key` now and after every change, pushed by the store;
+    /// see [`HolderWatch`]. Fails only on a bad key.
+    pub fn watch(&self, key: &str) -> Result<HolderWatch, LockError> {
+        let name = self.name(key)?;
+        Ok(HolderWatch::new(key.to_owned(), self.backend.watch(&name)))
+    }
+
+    /// The leader election called `name`, with this locker's store,
+    /// namespace and ttl. Names follow the key rules; an election is the
+    /// lock of the same name, whose holder is the leader (so
+    /// [`inspect`](Self::inspect) and `distlock status` show the leader).
+    pub fn election(&self, name: &str) -> Result<Election, LockError> {
+        LockKey::new(name)?;
+        Ok(Election::new(self.clone(), name.to_owned()))
     }
 
     /// Removes the lock on `key` whoever holds it: an operator's override
@@ -166,14 +187,17 @@ impl Locker {
         key: &str,
         wait: WaitMode,
         auto_renew: bool,
+        value: String,
     ) -> Result<Option<LockGuard>, LockError> {
         let name = self.name(key)?;
+        crate::options::check_value(&value)?;
         let (reporter, signal) = loss_channel();
         let request = AcquireRequest {
             name,
             owner: OwnerId::generate(),
             ttl: self.options.ttl,
             wait,
+            value,
             loss: reporter,
         };
         let span = tracing::debug_span!(

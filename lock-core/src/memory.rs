@@ -15,9 +15,9 @@ use async_trait::async_trait;
 
 use crate::backend::Capability::{Expiry, ForceRelease, NotifiedWakeups, PerLockExpiry};
 use crate::backend::{
-    acquire_with_retries, AcquireRequest, Acquired, Attempt, Backend, Backoff, Capabilities,
-    HeldLock, LossReporter, Renewal, Store as StorePlugin, TryAcquire, WakeRegistry,
-    WakeSubscription,
+    acquire_with_retries, holder_stream, AcquireRequest, Acquired, Attempt, Backend, Backoff,
+    Capabilities, Change, HeldLock, HolderSource, HolderStream, LossReporter, Renewal,
+    Store as StorePlugin, TryAcquire, WakeRegistry, WakeSubscription,
 };
 use crate::error::LockError;
 use crate::info::LockInfo;
@@ -80,7 +80,10 @@ pub struct MemoryBackend {
 struct Shared {
     name: String,
     state: Mutex<State>,
+    /// Wakes waiters when a lock is released.
     wakes: WakeRegistry,
+    /// Wakes watchers when a lock's holder or value changes.
+    changes: WakeRegistry,
 }
 
 #[derive(Debug, Default)]
@@ -93,6 +96,7 @@ struct State {
 struct Entry {
     owner: OwnerId,
     token: FencingToken,
+    value: String,
     expires_at: Instant,
     reporter: LossReporter,
 }
@@ -100,6 +104,15 @@ struct Entry {
 impl Entry {
     fn live(&self, now: Instant) -> bool {
         now < self.expires_at
+    }
+
+    fn info(&self, now: Instant) -> LockInfo {
+        LockInfo::new(
+            self.owner.as_str(),
+            self.token,
+            Some(self.expires_at.saturating_duration_since(now)),
+        )
+        .with_value(self.value.as_str())
     }
 }
 
@@ -139,6 +152,21 @@ impl Shared {
     fn wake_key(name: &LockName) -> String {
         name.to_string()
     }
+
+    /// The live holder of `name` and when its lease ends.
+    fn holder(&self, name: &LockName) -> Option<(LockInfo, Instant)> {
+        let now = Instant::now();
+        self.state()
+            .locks
+            .get(name)
+            .filter(|e| e.live(now))
+            .map(|e| (e.info(now), e.expires_at))
+    }
+
+    /// Tells the watchers of `name` that its holder or value changed.
+    fn changed(&self, name: &LockName) {
+        self.changes.wake(&Shared::wake_key(name));
+    }
 }
 
 #[async_trait]
@@ -156,13 +184,16 @@ impl Backend for MemoryBackend {
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        let now = Instant::now();
-        let state = self.store.state();
-        Ok(state
-            .locks
-            .get(name)
-            .filter(|e| e.live(now))
-            .map(|e| LockInfo::new(e.owner.as_str(), e.token, Some(e.expires_at - now))))
+        Ok(self.store.holder(name).map(|(info, _)| info))
+    }
+
+    fn watch(&self, name: &LockName) -> HolderStream {
+        holder_stream(MemoryWatch {
+            changes: self.store.changes.subscribe(&Shared::wake_key(name)),
+            store: Arc::clone(&self.store),
+            name: name.clone(),
+            expires_at: None,
+        })
     }
 
     async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
@@ -172,6 +203,7 @@ impl Backend for MemoryBackend {
         };
         entry.reporter.report(LossReason::TakenAway);
         self.store.wakes.wake(&Shared::wake_key(name));
+        self.store.changed(name);
         Ok(entry.live(Instant::now()))
     }
 }
@@ -196,12 +228,15 @@ impl TryAcquire for MemoryBackend {
         let entry = Entry {
             owner: request.owner.clone(),
             token,
+            value: request.value.clone(),
             expires_at: now + request.ttl,
             reporter: request.loss.clone(),
         };
         if let Some(expired) = state.locks.insert(request.name.clone(), entry) {
             expired.reporter.report(LossReason::ValidityExpired);
         }
+        drop(state);
+        self.store.changed(&request.name);
         Ok(Attempt::Acquired(Acquired {
             token,
             requested_at: now,
@@ -247,6 +282,7 @@ impl MemoryHeld {
         let was_live = state.locks.remove(&self.name).is_some_and(|e| e.live(now));
         drop(state);
         self.store.wakes.wake(&Shared::wake_key(&self.name));
+        self.store.changed(&self.name);
         Some(was_live)
     }
 }
@@ -278,6 +314,51 @@ impl HeldLock for MemoryHeld {
             Some(true) => Ok(()),
             Some(false) | None => Err(self.lost()),
         }
+    }
+
+    async fn set_value(&self, value: &str) -> Result<(), LockError> {
+        let now = Instant::now();
+        let mut state = self.store.state();
+        match state.locks.get_mut(&self.name) {
+            Some(entry) if entry.owner == self.owner && entry.live(now) => {
+                entry.value = value.to_owned();
+                drop(state);
+                self.store.changed(&self.name);
+                Ok(())
+            }
+            _ => Err(self.lost()),
+        }
+    }
+}
+
+/// A watch of one lock in a memory store: woken by every change, and at the
+/// holder's expiry (which nothing announces).
+struct MemoryWatch {
+    store: Arc<Shared>,
+    name: LockName,
+    changes: WakeSubscription,
+    expires_at: Option<Instant>,
+}
+
+#[async_trait]
+impl HolderSource for MemoryWatch {
+    async fn read(&mut self) -> Result<Option<LockInfo>, LockError> {
+        let holder = self.store.holder(&self.name);
+        self.expires_at = holder.as_ref().map(|(_, expires_at)| *expires_at);
+        Ok(holder.map(|(info, _)| info))
+    }
+
+    async fn next_change(&mut self) -> Result<Change, LockError> {
+        match self.expires_at {
+            Some(expires_at) => {
+                tokio::select! {
+                    _ = self.changes.woken() => {}
+                    _ = tokio::time::sleep_until(expires_at.into()) => {}
+                }
+            }
+            None => self.changes.woken().await,
+        }
+        Ok(Change::Reread)
     }
 }
 

@@ -8,6 +8,8 @@ use crate::key::Namespace;
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 /// The shortest lease accepted: renewals run at a third of it.
 pub const MIN_TTL: Duration = Duration::from_millis(30);
+/// The longest holder value accepted, in bytes of UTF-8.
+pub const MAX_VALUE_LEN: usize = 4096;
 /// The connect timeout used when none is configured.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -49,10 +51,11 @@ pub(crate) enum WaitLimit {
 /// use lock_core::LockOptions;
 /// let opts = LockOptions::new().wait(Duration::from_secs(5));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LockOptions {
     pub(crate) wait: WaitLimit,
     pub(crate) auto_renew: bool,
+    pub(crate) value: String,
 }
 
 impl LockOptions {
@@ -61,6 +64,7 @@ impl LockOptions {
         Self {
             wait: WaitLimit::Default,
             auto_renew: true,
+            value: String::new(),
         }
     }
 
@@ -91,8 +95,50 @@ impl LockOptions {
     }
 }
 
+impl LockOptions {
+    /// A value stored with the lock while it is held (an address, a
+    /// version, a note for operators), shown by
+    /// [`Locker::inspect`](crate::Locker::inspect) and
+    /// [`Locker::watch`](crate::Locker::watch). UTF-8, at most
+    /// [`MAX_VALUE_LEN`] bytes; a longer value fails the lock call with
+    /// [`LockError::InvalidValue`](crate::LockError::InvalidValue). Empty by
+    /// default.
+    pub fn value(mut self, value: impl Into<String>) -> Self {
+        self.value = value.into();
+        self
+    }
+}
+
+/// Checks the value rules: at most [`MAX_VALUE_LEN`] bytes.
+pub(crate) fn check_value(value: &str) -> Result<(), crate::LockError> {
+    if value.len() > MAX_VALUE_LEN {
+        return Err(crate::LockError::InvalidValue {
+            reason: format!(
+                "the value is {} bytes long; at most {MAX_VALUE_LEN} bytes are allowed",
+                value.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
 impl Default for LockOptions {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod value_tests {
+    use super::*;
+
+    #[test]
+    fn values_up_to_the_limit_are_accepted() {
+        assert!(check_value("").is_ok());
+        assert!(check_value(&"é".repeat(MAX_VALUE_LEN / 2)).is_ok());
+        let error = check_value(&"x".repeat(MAX_VALUE_LEN + 1)).unwrap_err();
+        assert!(matches!(error, crate::LockError::InvalidValue { .. }));
+        assert!(error.to_string().contains("4097 bytes"), "{error}");
+        assert!(error.to_string().contains("4096"), "{error}");
     }
 }

@@ -87,6 +87,10 @@ impl lock_core::backend::Backend for LateReplies {
     ) -> Result<Option<lock_core::LockInfo>, lock_core::LockError> {
         self.inner.inspect(name).await
     }
+
+    fn watch(&self, name: &lock_core::LockName) -> lock_core::backend::HolderStream {
+        self.inner.watch(name)
+    }
 }
 
 /// A lock whose acquisition reply came after its lease ran out is

@@ -7,15 +7,19 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use etcd_client::{Client, Compare, CompareOp, GetOptions, SortOrder, SortTarget, Txn, TxnOp};
 use lock_core::backend::Capability::{Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote};
-use lock_core::backend::{AcquireRequest, Acquired, Backend, Capabilities, WaitMode};
-use lock_core::{FencingToken, LockError, LockInfo, LockName};
+use lock_core::backend::{
+    holder_stream, AcquireRequest, Acquired, Backend, Capabilities, HolderStream, WaitMode,
+};
+use lock_core::{LockError, LockInfo, LockName};
 
 use crate::client::with_retries;
 use crate::config::EtcdConfig;
 use crate::keys;
 use crate::names::EntryNames;
+use crate::observe::QueueWatch;
 use crate::queue::{self, run_txn};
 use crate::session::Sessions;
+use crate::value::holder_info;
 use crate::watch::WatchHub;
 
 /// Locks in an etcd v3 cluster. See the crate docs for the algorithm and
@@ -76,7 +80,7 @@ impl EtcdBackend {
         &self.shared.config
     }
 
-    /// The entry at the head of `name`'s queue: key, owner, token, lease.
+    /// The entry at the head of `name`'s queue: key, value, token, lease.
     async fn holder(&self, name: &LockName) -> Result<Option<Head>, LockError> {
         let oldest = GetOptions::new()
             .with_prefix()
@@ -92,7 +96,7 @@ impl EtcdBackend {
         .await?;
         Ok(response.kvs().first().map(|kv| Head {
             key: kv.key().to_vec(),
-            owner: String::from_utf8_lossy(kv.value()).into_owned(),
+            value: kv.value().to_vec(),
             token: kv.create_revision(),
             lease: kv.lease(),
         }))
@@ -102,7 +106,8 @@ impl EtcdBackend {
 /// The holder's entry, as read by `inspect` and `force_release`.
 struct Head {
     key: Vec<u8>,
-    owner: String,
+    /// The owner and the holder's value (see [`crate::value`]).
+    value: Vec<u8>,
     token: i64,
     lease: i64,
 }
@@ -123,7 +128,8 @@ impl Backend for EtcdBackend {
         queue::acquire(&self.shared, request).await
     }
 
-    /// The oldest entry of the queue, with the time left on its lease.
+    /// The oldest entry of the queue (owner and value), with the time left
+    /// on its lease.
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         let Some(head) = self.holder(name).await? else {
             return Ok(None);
@@ -136,8 +142,21 @@ impl Backend for EtcdBackend {
         .await
         .ok()
         .map(|lease| Duration::from_secs(u64::try_from(lease.ttl()).unwrap_or(0)));
-        let token = FencingToken::new(u64::try_from(head.token).unwrap_or(0));
-        Ok(Some(LockInfo::new(head.owner, token, ttl_left)))
+        let mut info = holder_info(head.token, &head.value);
+        info.ttl_left = ttl_left;
+        Ok(Some(info))
+    }
+
+    /// A read of the whole queue, then a watch on its prefix, on the
+    /// backend's watch stream (see `observe`).
+    fn watch(&self, name: &LockName) -> HolderStream {
+        holder_stream(QueueWatch::new(
+            self.shared.client.clone(),
+            self.shared.hub.clone(),
+            self.shared.config.response_timeout,
+            keys::queue_prefix(name),
+            name.key().to_string(),
+        ))
     }
 
     /// Deletes the holder's entry (only it: the waiters keep their places,

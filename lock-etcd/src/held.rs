@@ -14,17 +14,18 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
 use lock_core::backend::{
     spawn_detached, AcquireRequest, Backoff, HeldLock, LossReporter, WaitMode,
 };
-use lock_core::{LockError, LossReason};
+use lock_core::{LockError, LossReason, OwnerId};
 
 use crate::backend::Shared;
 use crate::client::with_retries;
 use crate::names::EntryName;
-use crate::queue::first_range;
+use crate::queue::{first_range, run_txn};
 use crate::session::Lease;
+use crate::value;
 use crate::watch::{Fired, WatchGuard};
 
 /// How long a holder's watch on its own entry waits before it is created
@@ -42,6 +43,8 @@ pub(crate) struct HeldEntry {
     /// The entry's create revision: the fencing token.
     token: i64,
     lease: Arc<Lease>,
+    /// Our owner id, stored with the value.
+    owner: OwnerId,
     /// The lock key, for errors.
     name: String,
     /// The watch on our own entry; taken out before we delete it ourselves.
@@ -73,6 +76,7 @@ impl HeldEntry {
             entry: name,
             token,
             lease,
+            owner: request.owner.clone(),
             name: request.name.key().to_string(),
             watch,
         }
@@ -148,6 +152,39 @@ impl HeldLock for HeldEntry {
             Ok(Released::Yes) => Ok(()),
             Ok(Released::NotOurs) => Err(self.lost()),
             Err(error) => Err(error),
+        }
+    }
+
+    /// Puts the new value on our entry if it is still the one we created,
+    /// on the same lease. A put keeps the entry's create revision, so the
+    /// token and our place stay; watchers see the put.
+    async fn set_value(&self, value: &str) -> Result<(), LockError> {
+        if self.lease.is_lost() {
+            return Err(self.lost());
+        }
+        let key = self.entry.key().to_vec();
+        let bytes = value::encode(self.owner.as_str(), value);
+        let put = PutOptions::new().with_lease(self.lease.id());
+        // The same put again after a lost answer is harmless.
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                key.clone(),
+                CompareOp::Equal,
+                self.token,
+            )])
+            .and_then([TxnOp::put(key, bytes, Some(put))]);
+        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        let response = run_txn(
+            &self.shared.client,
+            deadline,
+            "cannot set the lock's value",
+            txn,
+        )
+        .await?;
+        if response.succeeded() {
+            Ok(())
+        } else {
+            Err(self.lost())
         }
     }
 }

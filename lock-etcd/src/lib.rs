@@ -6,8 +6,10 @@ mod config;
 mod held;
 mod keys;
 mod names;
+mod observe;
 mod queue;
 mod session;
+mod value;
 mod watch;
 
 use std::sync::Arc;

@@ -6,31 +6,18 @@
 //! the same lockers reuse their watches instead of creating one per wait.
 
 mod common;
+#[path = "common/metrics.rs"]
+mod metrics;
+#[path = "common/servers.rs"]
+mod servers;
 
 use std::time::{Duration, Instant};
 
 use common::connect;
-use distlock_testkit::etcd::{etcd_spec, etcd_url, TEST_TIMEOUTS};
 use distlock_testkit::Server;
 use lock_core::{LockGuard, Locker};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// The value of the metric whose line starts with `name` (labels included)
-/// in the server's `GET /metrics`.
-async fn metric(server: &Server, name: &str) -> u64 {
-    let mut stream = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
-        .await
-        .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).await.unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix(name))
-        .and_then(|value| value.trim().parse::<f64>().ok())
-        .map(|value| value as u64)
-        .unwrap_or_else(|| panic!("{name} in /metrics"))
-}
+use metrics::metric;
+use servers::{single_member, url_for};
 
 /// Renewals etcd's leader has seen.
 async fn renewals(server: &Server) -> u64 {
@@ -77,10 +64,7 @@ struct Cost {
 
 /// Holds `n` locks for `window` and reports what it cost.
 async fn cost_of(server: &Server, n: usize, window: Duration) -> Cost {
-    let url = format!(
-        "{}?ttl=3s&namespace=costs-{n}&{TEST_TIMEOUTS}",
-        etcd_url([server.addr()])
-    );
+    let url = url_for([server.addr()], "3s", &format!("costs-{n}"));
     let locker = connect(&url).await.unwrap();
     // The first lock grants the session lease; count memory after it.
     let first = locker.lock("first").await.unwrap();
@@ -103,11 +87,7 @@ async fn cost_of(server: &Server, n: usize, window: Duration) -> Cost {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewal_traffic_does_not_grow_with_held_locks() {
-    let server = etcd_spec("etcd-costs", false)
-        .unwrap()
-        .start()
-        .await
-        .unwrap();
+    let server = single_member("etcd-costs").await;
     let window = Duration::from_secs(6);
     let one = cost_of(&server, 1, window).await;
     let many = cost_of(&server, 10_000, window).await;
@@ -139,15 +119,8 @@ async fn watch_requests(server: &Server) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hand_offs_between_the_same_lockers_reuse_their_watches() {
     const TURNS: usize = 100;
-    let server = etcd_spec("etcd-watch-reuse", false)
-        .unwrap()
-        .start()
-        .await
-        .unwrap();
-    let url = format!(
-        "{}?ttl=3s&namespace=watch-reuse&{TEST_TIMEOUTS}",
-        etcd_url([server.addr()])
-    );
+    let server = single_member("etcd-watch-reuse").await;
+    let url = url_for([server.addr()], "3s", "watch-reuse");
     let a = connect(&url).await.unwrap();
     let b = connect(&url).await.unwrap();
     let before = watch_requests(&server).await;

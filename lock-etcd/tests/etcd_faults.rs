@@ -7,23 +7,24 @@
 //! test binary run again with `DISTLOCK_ETCD_HOLDER` set, executing the
 //! ignored test `holder_process`, which reports on its stdout.
 
+#[path = "common/child.rs"]
+mod child;
 mod common;
+#[path = "common/servers.rs"]
+mod servers;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use child::Child;
 use common::connect;
-use distlock_testkit::etcd::{
-    etcd_spec, etcd_url, holder_entry, raw_client, start_cluster, TEST_TIMEOUTS,
-};
+use distlock_testkit::etcd::{holder_entry, raw_client, start_cluster};
 use distlock_testkit::{
-    eventually, pause_group, resume_group, signal_group, spawn_child, FaultProxy, FencedResource,
-    Server,
+    eventually, pause_group, resume_group, signal_group, FaultProxy, FencedResource, Server,
 };
 use lock_core::{LockError, LockOptions, Locker, LossReason};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::sync::mpsc;
+use servers::{leader_index, single_member, url_for};
 
 /// Tells a child run of this binary to act as a lock holder: `URL KEY`.
 const HOLDER_ENV: &str = "DISTLOCK_ETCD_HOLDER";
@@ -32,17 +33,6 @@ const SLACK: Duration = Duration::from_secs(3);
 
 fn wait(d: Duration) -> LockOptions {
     LockOptions::new().wait(d)
-}
-
-async fn single_member(name: &str) -> Server {
-    etcd_spec(name, false).unwrap().start().await.unwrap()
-}
-
-fn url_for(addrs: impl IntoIterator<Item = std::net::SocketAddr>, ttl: &str, ns: &str) -> String {
-    format!(
-        "{}?ttl={ttl}&namespace={ns}&{TEST_TIMEOUTS}",
-        etcd_url(addrs)
-    )
 }
 
 // ------------------------------------------------------------ holder child
@@ -74,68 +64,15 @@ async fn holder_process() {
     }
 }
 
-/// A holder child process and the lines it printed.
-struct Holder {
-    child: std::process::Child,
-    lines: mpsc::UnboundedReceiver<String>,
-}
-
-impl Holder {
-    async fn spawn(url: &str, key: &str) -> Holder {
-        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
-        command
-            .args(["--exact", "holder_process", "--ignored", "--nocapture"])
-            .env(HOLDER_ENV, format!("{url} {key}"))
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null());
-        let mut child = spawn_child(command).await.expect("spawn the holder");
-        let stdout = tokio::process::ChildStdout::from_std(child.stdout.take().unwrap()).unwrap();
-        let (tx, lines) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                let _ = tx.send(line);
-            }
-        });
-        Holder { child, lines }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// The next line starting with `prefix` (others skipped), its rest.
-    async fn expect(&mut self, prefix: &str) -> String {
-        let found = tokio::time::timeout(Duration::from_secs(20), async {
-            while let Some(line) = self.lines.recv().await {
-                if let Some(rest) = line.strip_prefix(prefix) {
-                    return rest.trim().to_owned();
-                }
-            }
-            panic!("the holder exited before printing {prefix}");
-        });
-        found
-            .await
-            .unwrap_or_else(|_| panic!("no {prefix} from the holder"))
-    }
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = signal_group(self.child.id(), libc::SIGKILL);
-        let _ = self.child.wait();
-    }
-}
-
 // ------------------------------------------------------------ holder faults
 
 /// A holder process on a member of its own, with a 2 s ttl in namespace
 /// `ns`, holding `k`: the member (to keep running), the URL and the
 /// token the holder reported.
-async fn held_by_a_child(name: &str, ns: &str) -> (Server, String, Holder, u64) {
+async fn held_by_a_child(name: &str, ns: &str) -> (Server, String, Child, u64) {
     let server = single_member(name).await;
     let url = url_for([server.addr()], "2s", ns);
-    let mut holder = Holder::spawn(&url, "k").await;
+    let mut holder = Child::spawn("holder_process", HOLDER_ENV, &format!("{url} k")).await;
     let token = holder.expect("HELD").await.parse().unwrap();
     (server, url, holder, token)
 }
@@ -178,10 +115,7 @@ async fn paused_holder_reports_lost_and_its_stale_write_is_rejected() {
     resume_group(holder.pid()).unwrap();
     let mut stale = 0;
     let reason = loop {
-        let line = tokio::time::timeout(Duration::from_secs(10), holder.lines.recv())
-            .await
-            .expect("the resumed holder went silent")
-            .expect("the holder exited without reporting the loss");
+        let line = holder.next_line(Duration::from_secs(10)).await;
         if let Some(token) = line.strip_prefix("WRITE ") {
             let written = resource.write(token.parse().unwrap(), "old holder");
             assert!(written.is_err(), "a stale write was accepted");
@@ -313,24 +247,6 @@ async fn lease_revoked_from_outside_signals_lost() {
 }
 
 // ------------------------------------------------------------ cluster
-
-/// The id of the cluster's leader and the index of that member.
-async fn leader_index(servers: &[Server]) -> usize {
-    for (i, server) in servers.iter().enumerate() {
-        let url = etcd_url([server.addr()]);
-        let Ok(client) = raw_client(&url).await else {
-            continue;
-        };
-        let Ok(status) = client.maintenance_client().status().await else {
-            continue;
-        };
-        let me = status.header().map(|h| h.member_id());
-        if me == Some(status.leader()) {
-            return i;
-        }
-    }
-    panic!("no member is the leader");
-}
 
 /// Several clients contend for one key while the cluster's leader is
 /// killed: never two holders at once (in-process checker), no stale token

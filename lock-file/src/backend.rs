@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use lock_core::backend::{
-    acquire_with_retries, AcquireRequest, Acquired, Attempt, Backend, Backoff, Capabilities,
-    Renewal, TryAcquire, WakeRegistry, WakeSubscription,
+    acquire_with_retries, holder_stream, AcquireRequest, Acquired, Attempt, Backend, Backoff,
+    Capabilities, HolderStream, Renewal, TryAcquire, WakeRegistry, WakeSubscription,
 };
 use lock_core::{FencingToken, LockError, LockInfo, LockName};
 
@@ -20,6 +20,8 @@ use crate::config::{FileConfig, FILE_SCHEME};
 use crate::held::FileHeld;
 use crate::lockfile::{self, Attempted, Holder};
 use crate::names;
+use crate::record::Record;
+use crate::watch::FileWatch;
 
 /// Mode of a lock directory created by [`FileBackend::open`].
 pub const DIR_MODE: u32 = 0o700;
@@ -30,6 +32,12 @@ pub const POLL_CAP: Duration = Duration::from_millis(50);
 /// What [`Backend::inspect`] reports as owner of a lock file that is locked
 /// but was never stamped by distlock (e.g. locked by another program).
 pub const UNKNOWN_OWNER: &str = "unknown";
+/// How long a reader keeps reading a record that does not check out
+/// (because every read raced a write, or because it is damaged) before
+/// reporting an error.
+const UNSETTLED_PATIENCE: Duration = Duration::from_millis(250);
+/// The pause between such reads, after the quick ones.
+const UNSETTLED_PAUSE: Duration = Duration::from_millis(1);
 
 /// Lock files in one directory; see the [crate docs](crate).
 ///
@@ -92,6 +100,47 @@ impl FileBackend {
     fn io_error(&self, what: &str, path: &Path, error: io::Error) -> LockError {
         LockError::backend(format!("{what} `{}`: {error}", path.display()), error)
     }
+
+    /// The holder of the lock file `path`: owner, token and value of the
+    /// last acquisition recorded in the file while it is locked, `None`
+    /// while it is free. Reads a record that raced a write again.
+    pub(crate) async fn current_holder(&self, path: &Path) -> Result<Option<LockInfo>, LockError> {
+        let give_up_at = Instant::now() + UNSETTLED_PATIENCE;
+        loop {
+            let holder = lockfile::holder(path)
+                .map_err(|e| self.io_error("cannot inspect lock file", path, e))?;
+            match holder {
+                Holder::Free => {
+                    // Our shared lock may have turned away a waiter's attempt.
+                    wakes().wake(&wake_key(path));
+                    return Ok(None);
+                }
+                Holder::Held(record) => {
+                    let record = record.unwrap_or(Record {
+                        token: 0,
+                        owner: None,
+                        value: String::new(),
+                    });
+                    let owner = record.owner.unwrap_or_else(|| UNKNOWN_OWNER.to_owned());
+                    let info = LockInfo::new(owner, FencingToken::new(record.token), None);
+                    return Ok(Some(info.with_value(record.value)));
+                }
+                Holder::Unsettled if Instant::now() < give_up_at => {
+                    tokio::time::sleep(UNSETTLED_PAUSE).await;
+                }
+                Holder::Unsettled => {
+                    return Err(self.io_error(
+                        "cannot read the record of lock file",
+                        path,
+                        io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "its checksum does not match (the file is damaged)",
+                        ),
+                    ))
+                }
+            }
+        }
+    }
 }
 
 /// Checks write and search permission on `dir` (the file system may still
@@ -137,25 +186,17 @@ impl Backend for FileBackend {
         acquire_with_retries(self, request).await
     }
 
-    /// Held → owner and token of the last distlock acquisition recorded in
-    /// the file (`ttl_left: None`: locks do not expire). Briefly takes a
-    /// shared lock to find out.
+    /// Held → owner, token and value of the last distlock acquisition
+    /// recorded in the file (`ttl_left: None`: locks do not expire). Briefly
+    /// takes a shared lock to find out.
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        let path = self.lock_path(name);
-        match lockfile::holder(&path)
-            .map_err(|e| self.io_error("cannot inspect lock file", &path, e))?
-        {
-            Holder::Free => {
-                // Our shared lock may have turned away a waiter's attempt.
-                wakes().wake(&wake_key(&path));
-                Ok(None)
-            }
-            Holder::Held(record) => {
-                let (token, owner) = record.map_or((0, None), |r| (r.token, r.owner));
-                let owner = owner.unwrap_or_else(|| UNKNOWN_OWNER.to_owned());
-                Ok(Some(LockInfo::new(owner, FencingToken::new(token), None)))
-            }
-        }
+        self.current_holder(&self.lock_path(name)).await
+    }
+
+    /// Pushed by file system notifications on the lock file's directory;
+    /// see the crate docs (*Watching*).
+    fn watch(&self, name: &LockName) -> HolderStream {
+        holder_stream(FileWatch::new(self.clone(), self.lock_path(name)))
     }
 }
 
@@ -174,12 +215,14 @@ impl TryAcquire for FileBackend {
         let requested_at = Instant::now();
         let path = self.lock_path(&request.name);
         let attempted = if self.config.fsync {
-            let (path, owner) = (path.clone(), request.owner.as_str().to_owned());
-            tokio::task::spawn_blocking(move || lockfile::lock_and_stamp(&path, &owner, true))
-                .await
-                .map_err(|e| LockError::backend("the lock attempt task failed", e))?
+            let (path, owner, value) = (path.clone(), request.owner.clone(), request.value.clone());
+            tokio::task::spawn_blocking(move || {
+                lockfile::lock_and_stamp(&path, owner.as_str(), &value, true)
+            })
+            .await
+            .map_err(|e| LockError::backend("the lock attempt task failed", e))?
         } else {
-            lockfile::lock_and_stamp(&path, request.owner.as_str(), false)
+            lockfile::lock_and_stamp(&path, request.owner.as_str(), &request.value, false)
         };
         match attempted.map_err(|e| self.io_error("cannot lock", &path, e))? {
             Attempted::Busy => {
@@ -197,6 +240,8 @@ impl TryAcquire for FileBackend {
                     held: Box::new(FileHeld {
                         path,
                         key: request.name.key().to_string(),
+                        owner: request.owner.clone(),
+                        token,
                         file: Mutex::new(Some(locked)),
                     }),
                 }))

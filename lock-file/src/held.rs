@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::backend::HeldLock;
-use lock_core::{LockError, LossReason};
+use lock_core::{LockError, LossReason, OwnerId};
 
 use crate::backend::wakes;
 use crate::lockfile::LockedFile;
@@ -19,6 +19,9 @@ pub(crate) struct FileHeld {
     pub(crate) path: PathBuf,
     /// The key as shown in errors.
     pub(crate) key: String,
+    /// Our owner id and token, as recorded in the file.
+    pub(crate) owner: OwnerId,
+    pub(crate) token: u64,
     /// `None` once released.
     pub(crate) file: Mutex<Option<LockedFile>>,
 }
@@ -84,5 +87,27 @@ impl HeldLock for FileHeld {
                 Ok(())
             }
         }
+    }
+
+    /// Rewrites the record with the new value (same token and owner), while
+    /// we hold the flock: one positioned write, which watchers are told of
+    /// by the file system. The file removed or replaced → `Lost(TakenAway)`,
+    /// nothing written.
+    async fn set_value(&self, value: &str) -> Result<(), LockError> {
+        let mut file = self.file();
+        let Some(locked) = file.as_mut() else {
+            return Err(self.lost(LossReason::RenewalRefused));
+        };
+        let io_error = |what: &str, error: std::io::Error| {
+            LockError::backend(format!("{what} `{}`: {error}", self.path.display()), error)
+        };
+        match locked.still_stands(&self.path) {
+            Ok(true) => {}
+            Ok(false) => return Err(self.lost(LossReason::TakenAway)),
+            Err(error) => return Err(io_error("cannot check lock file", error)),
+        }
+        locked
+            .write_record(self.token, self.owner.as_str(), value)
+            .map_err(|error| io_error("cannot write the value to lock file", error))
     }
 }

@@ -8,6 +8,8 @@ mod config;
 mod held;
 mod lockfile;
 mod names;
+mod record;
+mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use lock_core::LockError;
 pub use backend::{FileBackend, DIR_MODE, POLL_CAP, POLL_INITIAL, UNKNOWN_OWNER};
 pub use config::{FileConfig, FILE_SCHEME};
 pub use lockfile::FILE_MODE;
+pub use watch::{SETTLE, WATCH_POLL_INTERVAL};
 
 /// The file store's plug-in: `file:///absolute/dir` URLs, read into a
 /// [`FileConfig`] and opened as a [`FileBackend`].

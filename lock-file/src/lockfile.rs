@@ -1,9 +1,10 @@
-//! The system calls on one lock file: open, `flock(2)`, the token record,
-//! and the check that the file still stands at its path.
+//! The system calls on one lock file: open, `flock(2)`, reading and
+//! writing its [record](crate::record), and the check that the file still
+//! stands at its path.
 //!
 //! Everything here is synchronous and short: local `open`, non-blocking
-//! `flock`, and reads/writes of a few dozen bytes (plus `fdatasync` when
-//! asked for).
+//! `flock`, and reads/writes of a record (a few dozen bytes, up to ~4 KiB
+//! with the longest value; plus `fdatasync` when asked for).
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -11,18 +12,30 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
+use crate::record::{self, Format, Record, Unreadable};
+
 /// Mode of the lock files the backend creates, before the umask.
 pub const FILE_MODE: u32 = 0o644;
-/// The most of a lock file we read: a token line and an owner line.
-const MAX_RECORD_LEN: usize = 4096;
+/// The most of a lock file a reader reads: a record with the longest owner
+/// and value fits well within it.
+const MAX_READ_LEN: usize = 16 * 1024;
+/// What an acquisition reads at first: enough for any record without a
+/// long value, on the stack.
+const FIRST_READ_LEN: usize = 1024;
 /// How often an acquire reopens a file that was replaced under it.
 const MAX_REOPENS: usize = 5;
+/// How often [`holder`] reads a record again, at once, when it read one
+/// while a write was copying it in.
+const QUICK_REREADS: usize = 8;
 
 /// An open lock file whose exclusive `flock` we hold. Dropping it unlocks
 /// and closes, synchronously.
 #[derive(Debug)]
 pub(crate) struct LockedFile {
     file: File,
+    /// How much of the file our next record must cover: the longest
+    /// record written since we locked it, or what the file held then.
+    len: usize,
 }
 
 impl LockedFile {
@@ -39,6 +52,16 @@ impl LockedFile {
             Err(error) if is_missing(&error) => Ok(false),
             Err(error) => Err(error),
         }
+    }
+
+    /// Writes the record of `token`, `owner` and `value`: one positioned
+    /// write at offset 0, padded with newlines over the previous record
+    /// (padding instead of truncating saves a journaled `ftruncate`).
+    pub(crate) fn write_record(&mut self, token: u64, owner: &str, value: &str) -> io::Result<()> {
+        let bytes = record::encode(token, owner, value, self.len);
+        self.file.write_all_at(&bytes, 0)?;
+        self.len = bytes.len();
+        Ok(())
     }
 }
 
@@ -62,32 +85,34 @@ pub(crate) enum Attempted {
 
 /// One acquisition attempt: open (creating file and namespace directory
 /// if needed), `flock(LOCK_EX|LOCK_NB)`, then read the token, add one and
-/// write it back with `owner`. Returns with the lock held or not held,
-/// never half-way: on any error the file is unlocked and closed.
-pub(crate) fn lock_and_stamp(path: &Path, owner: &str, fsync: bool) -> io::Result<Attempted> {
+/// write it back with `owner` and `value`. Returns with the lock held or
+/// not held, never half-way: on any error the file is unlocked and closed.
+pub(crate) fn lock_and_stamp(
+    path: &Path,
+    owner: &str,
+    value: &str,
+    fsync: bool,
+) -> io::Result<Attempted> {
     for _ in 0..MAX_REOPENS {
         let file = open_creating(path)?;
         if !flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
             return Ok(Attempted::Busy);
         }
-        let locked = LockedFile { file };
+        let mut locked = LockedFile { file, len: 0 };
         // The file may have been removed (by an operator) between our open
         // and our flock; a lock on an unlinked inode excludes nobody.
         if !locked.still_stands(path)? {
             continue;
         }
-        let (previous, previous_len) = read_record(&locked.file)?;
-        let token = previous
-            .as_ref()
-            .map_or(0, |record| record.token)
-            .checked_add(1)
-            .ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "token counter is at its maximum",
-                )
-            })?;
-        write_record(&locked.file, token, owner, previous_len)?;
+        let (previous, previous_len) = read_token(&locked.file)?;
+        let token = previous.unwrap_or(0).checked_add(1).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "token counter is at its maximum",
+            )
+        })?;
+        locked.len = previous_len;
+        locked.write_record(token, owner, value)?;
         if fsync {
             locked.file.sync_data()?;
             if previous.is_none() {
@@ -112,10 +137,15 @@ pub(crate) enum Holder {
     /// Locked; the record of the last stamped acquisition (`None` if the
     /// file was never stamped, e.g. locked by a program other than distlock).
     Held(Option<Record>),
+    /// Locked, but every read of the record raced a write (or the record is
+    /// damaged): ask again in a moment.
+    Unsettled,
 }
 
-/// Finds out whether the lock at `path` is held. Takes `LOCK_SH|LOCK_NB`
-/// for an instant (an exclusive attempt elsewhere at that instant fails).
+/// Finds out whether the lock at `path` is held, and by whom. Takes
+/// `LOCK_SH|LOCK_NB` for an instant (an exclusive attempt elsewhere at that
+/// instant fails). A record read while a write copied it in is read again;
+/// see [`crate::record`].
 pub(crate) fn holder(path: &Path) -> io::Result<Holder> {
     let file = match OpenOptions::new()
         .read(true)
@@ -130,15 +160,28 @@ pub(crate) fn holder(path: &Path) -> io::Result<Holder> {
         flock(&file, libc::LOCK_UN)?;
         return Ok(Holder::Free);
     }
-    read_record(&file).map(|(record, _)| Holder::Held(record))
-}
-
-/// What a lock file records: the last token issued and its owner.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Record {
-    pub(crate) token: u64,
-    /// `None` if the owner line is missing.
-    pub(crate) owner: Option<String>,
+    let mut bytes = read_all(&file)?;
+    for _ in 0..QUICK_REREADS {
+        match record::parse(&bytes) {
+            Ok(None) => return Ok(Holder::Held(None)),
+            Ok(Some((record, Format::Checked))) => return Ok(Holder::Held(Some(record))),
+            Ok(Some((record, Format::Plain))) => {
+                // Nothing guards the older format: accept it once two
+                // reads agree.
+                let again = read_all(&file)?;
+                if again == bytes {
+                    return Ok(Holder::Held(Some(record)));
+                }
+                bytes = again;
+            }
+            Err(Unreadable::Torn) => {
+                std::thread::yield_now();
+                bytes = read_all(&file)?;
+            }
+            Err(Unreadable::NoToken) => return Err(no_token()),
+        }
+    }
+    Ok(Holder::Unsettled)
 }
 
 /// Opens `path` read-write, creating it (mode [`FILE_MODE`]) and its
@@ -181,9 +224,8 @@ fn flock(file: &File, operation: libc::c_int) -> io::Result<bool> {
     }
 }
 
-/// Reads the record; `None` for an empty (never stamped) file.
-fn read_record(file: &File) -> io::Result<(Option<Record>, usize)> {
-    let mut buf = vec![0u8; MAX_RECORD_LEN];
+/// Fills `buf` from offset 0 as far as the file goes; the bytes read.
+fn read_into(file: &File, buf: &mut [u8]) -> io::Result<usize> {
     let mut len = 0;
     while len < buf.len() {
         match file.read_at(&mut buf[len..], len as u64) {
@@ -200,46 +242,38 @@ fn read_record(file: &File) -> io::Result<(Option<Record>, usize)> {
             Err(error) => return Err(error),
         }
     }
-    Ok((parse_record(&buf[..len])?, len))
+    Ok(len)
 }
 
-/// `token\nowner\n`. Anything after the owner line is ignored (a crash
-/// between the write and the truncation can leave an older tail there).
-fn parse_record(bytes: &[u8]) -> io::Result<Option<Record>> {
-    if bytes.is_empty() {
-        return Ok(None);
-    }
-    let invalid = || {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            "the file does not start with a fencing token line",
-        )
-    };
-    let text = String::from_utf8_lossy(bytes);
-    let mut lines = text.split('\n');
-    let token = lines
-        .next()
-        .and_then(|line| line.trim().parse::<u64>().ok())
-        .ok_or_else(invalid)?;
-    let owner = match (lines.next(), lines.next()) {
-        // Only a complete (newline-terminated) owner line counts.
-        (Some(owner), Some(_)) if !owner.is_empty() => Some(owner.to_owned()),
-        _ => None,
-    };
-    Ok(Some(Record { token, owner }))
+/// The first [`MAX_READ_LEN`] bytes of the file.
+fn read_all(file: &File) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; MAX_READ_LEN];
+    let len = read_into(file, &mut buf)?;
+    buf.truncate(len);
+    Ok(buf)
 }
 
-/// Writes `token\nowner\n` with one positioned write, padded with
-/// newlines to cover the `previous_len` bytes of the last record (the
-/// parser ignores what follows the owner line). Padding instead of
-/// truncating saves a journaled `ftruncate` on every acquisition.
-fn write_record(file: &File, token: u64, owner: &str, previous_len: usize) -> io::Result<()> {
-    let owner = owner.replace(['\n', '\r'], " ");
-    let mut record = format!("{token}\n{owner}\n").into_bytes();
-    if record.len() < previous_len {
-        record.resize(previous_len, b'\n');
+/// The token on the first line (`None`: empty file) and how many bytes of
+/// the file the next record should cover. One read into a buffer on the
+/// stack, plus an `fstat` only for a file too long for it.
+fn read_token(file: &File) -> io::Result<(Option<u64>, usize)> {
+    let mut buf = [0u8; FIRST_READ_LEN];
+    let mut len = read_into(file, &mut buf)?;
+    let token = record::parse_token(&buf[..len]).map_err(|_| no_token())?;
+    if len == buf.len() {
+        let size = file.metadata()?.len();
+        len = usize::try_from(size)
+            .unwrap_or(usize::MAX)
+            .min(MAX_READ_LEN);
     }
-    file.write_all_at(&record, 0)
+    Ok((token, len))
+}
+
+fn no_token() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        "the file does not start with a fencing token line",
+    )
 }
 
 /// Whether `error` means the path (or a directory on it) does not exist.
@@ -251,47 +285,25 @@ fn is_missing(error: &io::Error) -> bool {
 mod tests {
     use super::*;
 
-    fn record(token: u64, owner: Option<&str>) -> Option<Record> {
+    fn record(token: u64, owner: &str, value: &str) -> Option<Record> {
         Some(Record {
             token,
-            owner: owner.map(str::to_owned),
+            owner: Some(owner.to_owned()),
+            value: value.to_owned(),
         })
     }
 
     #[test]
-    fn records_parse_leniently_after_the_token() {
-        assert_eq!(parse_record(b"").unwrap(), None);
-        assert_eq!(
-            parse_record(b"7\nh/1/u\n").unwrap(),
-            record(7, Some("h/1/u"))
-        );
-        assert_eq!(
-            parse_record(b"7\nh/1/u\nold tail").unwrap(),
-            record(7, Some("h/1/u"))
-        );
-        assert_eq!(parse_record(b"7\nh/1/").unwrap(), record(7, None));
-        assert_eq!(parse_record(b"7\n").unwrap(), record(7, None));
-        assert_eq!(parse_record(b"7").unwrap(), record(7, None));
-    }
-
-    #[test]
-    fn a_file_without_a_token_is_an_error() {
-        for bad in [&b"x\n"[..], b"\n", b"-1\n", b"99999999999999999999999\n"] {
-            assert!(parse_record(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn stamping_counts_up_and_records_the_owner() {
+    fn stamping_counts_up_and_records_owner_and_value() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ns").join("k.lock");
         for expected in 1..=3 {
-            match lock_and_stamp(&path, "me/1/x", false).unwrap() {
+            match lock_and_stamp(&path, "me/1/x", "v\n1", false).unwrap() {
                 Attempted::Locked(locked, token) => {
                     assert_eq!(token, expected);
                     assert_eq!(
                         holder(&path).unwrap(),
-                        Holder::Held(record(token, Some("me/1/x")))
+                        Holder::Held(record(token, "me/1/x", "v\n1"))
                     );
                     drop(locked);
                 }
@@ -299,25 +311,77 @@ mod tests {
             }
             assert_eq!(holder(&path).unwrap(), Holder::Free);
         }
-        assert_eq!(fs::read_to_string(&path).unwrap(), "3\nme/1/x\n");
+        assert_eq!(
+            fs::read(&path).unwrap(),
+            record::encode(3, "me/1/x", "v\n1", 0)
+        );
     }
 
     #[test]
     fn a_shorter_record_is_padded_and_still_reads_back() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("k.lock");
-        let file = open_creating(&path).unwrap();
-        write_record(&file, 9, "a-much-longer-owner/1/x", 0).unwrap();
-        let (_, len) = read_record(&file).unwrap();
-        write_record(&file, 10, "me/1/y", len).unwrap();
-        let (record, _) = read_record(&file).unwrap();
+        let mut locked = lock_free(&path, false);
+        locked
+            .write_record(9, "a-much-longer-owner/1/x", "a long value")
+            .unwrap();
+        let long = fs::metadata(&path).unwrap().len();
+        locked
+            .write_record(9, "a-much-longer-owner/1/x", "")
+            .unwrap();
+        assert_eq!(fs::metadata(&path).unwrap().len(), long, "padded");
         assert_eq!(
-            record,
-            Some(Record {
-                token: 10,
-                owner: Some("me/1/y".into())
-            })
+            holder(&path).unwrap(),
+            Holder::Held(record(9, "a-much-longer-owner/1/x", ""))
         );
+        drop(locked);
+        match lock_and_stamp(&path, "me/1/y", "", false).unwrap() {
+            Attempted::Locked(_locked, token) => {
+                assert_eq!(token, 10);
+                assert_eq!(fs::metadata(&path).unwrap().len(), long, "padded");
+                assert_eq!(
+                    holder(&path).unwrap(),
+                    Holder::Held(record(10, "me/1/y", ""))
+                );
+            }
+            Attempted::Busy => panic!("free file reported busy"),
+        }
+    }
+
+    #[test]
+    fn files_of_the_older_format_keep_counting() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.lock");
+        fs::write(&path, "41\nold/1/u\n").unwrap();
+        let file = open_creating(&path).unwrap();
+        assert!(flock(&file, libc::LOCK_EX | libc::LOCK_NB).unwrap());
+        assert_eq!(
+            holder(&path).unwrap(),
+            Holder::Held(record(41, "old/1/u", ""))
+        );
+        drop(file);
+        match lock_and_stamp(&path, "new/1/u", "v", false).unwrap() {
+            Attempted::Locked(_locked, token) => assert_eq!(token, 42),
+            Attempted::Busy => panic!("free file reported busy"),
+        }
+    }
+
+    #[test]
+    fn a_long_record_is_covered_whole_by_the_next_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.lock");
+        let value = "x".repeat(lock_core::MAX_VALUE_LEN);
+        drop(lock_and_stamp(&path, "a", &value, false).unwrap());
+        let long = fs::metadata(&path).unwrap().len();
+        assert!(long as usize > FIRST_READ_LEN);
+        match lock_and_stamp(&path, "b", "", false).unwrap() {
+            Attempted::Locked(_locked, token) => {
+                assert_eq!(token, 2);
+                assert_eq!(fs::metadata(&path).unwrap().len(), long);
+                assert_eq!(holder(&path).unwrap(), Holder::Held(record(2, "b", "")));
+            }
+            Attempted::Busy => panic!("free file reported busy"),
+        }
     }
 
     /// Open, lock, unlock, close: whether the lock could be taken.
@@ -332,7 +396,7 @@ mod tests {
 
     /// Locks and stamps `path`, which must be free.
     fn lock_free(path: &Path, fsync: bool) -> LockedFile {
-        match lock_and_stamp(path, "a", fsync).unwrap() {
+        match lock_and_stamp(path, "a", "", fsync).unwrap() {
             Attempted::Locked(locked, _) => locked,
             Attempted::Busy => panic!("free file reported busy"),
         }
@@ -344,7 +408,7 @@ mod tests {
         let path = dir.path().join("k.lock");
         let first = lock_free(&path, false);
         assert!(matches!(
-            lock_and_stamp(&path, "b", false).unwrap(),
+            lock_and_stamp(&path, "b", "", false).unwrap(),
             Attempted::Busy
         ));
         assert!(!lock_unlock_once(&path).unwrap());
@@ -371,7 +435,7 @@ mod tests {
         fs::write(&target, "keep me").unwrap();
         let path = dir.path().join("k.lock");
         std::os::unix::fs::symlink(&target, &path).unwrap();
-        assert!(lock_and_stamp(&path, "a", false).is_err());
+        assert!(lock_and_stamp(&path, "a", "", false).is_err());
         assert_eq!(fs::read_to_string(&target).unwrap(), "keep me");
     }
 }

@@ -9,10 +9,10 @@ use lock_core::backend::Capability::{
     Expiry, Fifo, ForceRelease, NotifiedWakeups, PerLockExpiry, Remote,
 };
 use lock_core::backend::{
-    acquire_with_retries, AcquireRequest, Acquired, Attempt, Backend, Capabilities, CleanupOnDrop,
-    HeldLock, Renewal,
+    acquire_with_retries, holder_stream, AcquireRequest, Acquired, Attempt, Backend, Capabilities,
+    CleanupOnDrop, HeldLock, HolderStream, Renewal,
 };
-use lock_core::{FencingToken, LockError, LockInfo, LockName, LossReason};
+use lock_core::{FencingToken, LockError, LockInfo, LockName};
 
 use crate::config::{RedisConfig, Topology};
 use crate::conn::{Conn, ScriptCall, Timeouts};
@@ -21,7 +21,9 @@ use crate::pubsub::Listener;
 use crate::queue::{QueueMode, QueuedWait, WAITER_LIFE};
 use crate::renewal::{ConnTarget, HeldKeys, RenewalStats, Renewer};
 use crate::retry::CleanupRetry;
-use crate::scripts::{parse_inspect, parse_lock_value, scripts, AcquireReply};
+use crate::scripts::{parse_inspect, scripts, AcquireReply};
+use crate::value::lock_info;
+use crate::watch::RedisWatch;
 
 /// Locks on one Redis instance (`redis://`) or a Redis Cluster
 /// (`redis+cluster://`). See the crate docs for the guarantees.
@@ -31,8 +33,8 @@ pub struct RedisBackend {
 }
 
 pub(crate) struct Inner {
-    conn: Conn,
-    timeouts: Timeouts,
+    pub(crate) conn: Conn,
+    pub(crate) timeouts: Timeouts,
     pub(crate) listener: Listener,
     renewer: Renewer,
     config: RedisConfig,
@@ -116,6 +118,7 @@ impl RedisBackend {
                         &mode.arg(),
                         &waiter_life_ms,
                         &grant_channel,
+                        &request.value,
                     ],
                 )
                 .idempotent(),
@@ -213,13 +216,14 @@ impl Backend for RedisBackend {
                     .idempotent(),
             )
             .await?;
-        Ok(
-            parse_inspect(reply).map(|(value, ttl_left)| match parse_lock_value(&value) {
-                Some((token, owner)) => LockInfo::new(owner, token, ttl_left),
-                // Not written by distlock: show it as it is.
-                None => LockInfo::new(value, lock_core::FencingToken::new(0), ttl_left),
-            }),
-        )
+        Ok(parse_inspect(reply).map(|(value, ttl_left)| lock_info(&value, ttl_left)))
+    }
+
+    fn watch(&self, name: &LockName) -> HolderStream {
+        holder_stream(RedisWatch::new(
+            Arc::clone(&self.inner),
+            LockKeys::new(name),
+        ))
     }
 
     async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
@@ -282,12 +286,24 @@ impl HeldLock for RedisHeld {
                 ),
             )
             .await?;
-        match released {
-            1 => Ok(()),
-            _ => Err(LockError::lost(
-                self.lock.key.clone(),
-                LossReason::RenewalRefused,
-            )),
-        }
+        self.lock.confirm(released == 1)
+    }
+
+    async fn set_value(&self, value: &str) -> Result<(), LockError> {
+        let changed: i64 = self
+            .inner
+            .conn
+            .eval(
+                self.inner.timeouts,
+                &ScriptCall::new(
+                    "set value",
+                    &scripts().set_value,
+                    &self.lock.keys.watched_lock(),
+                    &[&self.lock.owner, &value],
+                )
+                .idempotent(),
+            )
+            .await?;
+        self.lock.confirm(changed == 1)
     }
 }

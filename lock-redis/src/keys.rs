@@ -7,8 +7,11 @@
 //! deadline, lease and grant channel), and its releases are published on
 //! `distlock:{<ns>:<key>}:released` (Redlock; on one instance or a
 //! cluster a release hands the lock to a waiter and tells it on its
-//! backend's own grant channel). The part in braces is a Redis Cluster
-//! hash tag, so all of a lock's keys share a slot and one script can touch
+//! backend's own grant channel). While someone watches the lock, the
+//! marker `distlock:{<ns>:<key>}:watched` exists and every change of
+//! holder or value is published on `distlock:{<ns>:<key>}:holder` (see
+//! [`watch`](crate::watch)). The part in braces is a Redis Cluster hash
+//! tag, so all of a lock's keys share a slot and one script can touch
 //! them all.
 //!
 //! Namespace and key are percent-encoded for `%`, `{` and `}`: a key with a
@@ -22,10 +25,13 @@ use lock_core::LockName;
 /// look at a lock's queue from outside distlock).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct LockKeys {
-    /// The lock itself: a string `"<token> <owner>"` with a PX expiry.
+    /// The lock itself: a string `"<token> <owner>"` (followed by a
+    /// newline and the holder's value, if it set one) with a PX expiry.
     pub(crate) lock: String,
     /// The fencing token counter (never expires).
     pub(crate) token: String,
+    /// Present while the lock is watched: changes are published only then.
+    pub(crate) watched: String,
     /// The waiters' owner ids in order of arrival (a list).
     pub(crate) queue: String,
     /// Each waiter's `"<deadline ms> <ttl ms> <grant channel>"` (a hash
@@ -33,6 +39,10 @@ pub(crate) struct LockKeys {
     pub(crate) waiters: String,
     /// The pub/sub channel its releases are announced on (Redlock).
     pub(crate) channel: String,
+    /// The pub/sub channel every change of holder or value is announced
+    /// on while [`watched`](Self::watched) exists. The scripts name it
+    /// `KEYS[1] .. ':holder'`.
+    pub(crate) holder: String,
 }
 
 impl LockKeys {
@@ -45,19 +55,33 @@ impl LockKeys {
         lock.push('}');
         Self {
             token: format!("{lock}:token"),
+            watched: format!("{lock}:watched"),
             queue: format!("{lock}:queue"),
             waiters: format!("{lock}:waiters"),
             channel: format!("{lock}:released"),
+            holder: format!("{lock}:holder"),
             lock,
         }
     }
 }
 
 impl LockKeys {
-    /// The keys the queue-aware scripts take: lock, counter, queue,
-    /// waiters.
-    pub(crate) fn all(&self) -> [&str; 4] {
-        [&self.lock, &self.token, &self.queue, &self.waiters]
+    /// The keys the queue-aware scripts take: lock, counter, watchers'
+    /// marker, queue, waiters.
+    pub(crate) fn all(&self) -> [&str; 5] {
+        [
+            &self.lock,
+            &self.token,
+            &self.watched,
+            &self.queue,
+            &self.waiters,
+        ]
+    }
+
+    /// The keys of a script that changes the lock and tells watchers:
+    /// lock, watchers' marker.
+    pub(crate) fn watched_lock(&self) -> [&str; 2] {
+        [&self.lock, &self.watched]
     }
 }
 
@@ -100,13 +124,15 @@ mod tests {
         assert_eq!(k.queue, "distlock:{billing:invoices/2026}:queue");
         assert_eq!(k.waiters, "distlock:{billing:invoices/2026}:waiters");
         assert_eq!(k.channel, "distlock:{billing:invoices/2026}:released");
+        assert_eq!(k.watched, "distlock:{billing:invoices/2026}:watched");
+        assert_eq!(k.holder, format!("{}:holder", k.lock));
     }
 
     #[test]
     fn braces_stay_inside_the_hash_tag() {
         let k = keys("ns", "a}b{c%7D");
         assert_eq!(hash_tag(&k.lock), "ns:a%7Db%7Bc%257D");
-        for other in [&k.token, &k.queue, &k.waiters] {
+        for other in [&k.token, &k.watched, &k.queue, &k.waiters] {
             assert_eq!(hash_tag(&k.lock), hash_tag(other));
         }
     }
@@ -125,7 +151,7 @@ mod tests {
         for (ns, key) in names {
             let k = keys(ns, key);
             assert!(seen.insert(k.lock.clone()), "{ns}/{key}");
-            for name in [k.token, k.queue, k.waiters] {
+            for name in [k.token, k.watched, k.queue, k.waiters] {
                 assert!(seen.insert(name), "{ns}/{key}");
             }
         }

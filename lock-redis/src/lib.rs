@@ -11,6 +11,8 @@ mod redlock;
 mod renewal;
 mod retry;
 mod scripts;
+mod value;
+mod watch;
 
 use std::sync::Arc;
 

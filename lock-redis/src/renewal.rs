@@ -61,12 +61,19 @@ impl HeldKeys {
             lock: self.keys.lock.clone(),
             owner: self.owner.clone(),
         };
-        match renewer.renew(item, ttl).await? {
-            true => Ok(()),
-            false => Err(LockError::lost(
+        self.confirm(renewer.renew(item, ttl).await?)
+    }
+
+    /// `Ok` if the server found the lock still `ours`, else
+    /// [`LockError::Lost`].
+    pub(crate) fn confirm(&self, ours: bool) -> Result<(), LockError> {
+        if ours {
+            Ok(())
+        } else {
+            Err(LockError::lost(
                 self.key.clone(),
                 LossReason::RenewalRefused,
-            )),
+            ))
         }
     }
 }

@@ -2,21 +2,27 @@
 //!
 //! Each script is a file of its own under `scripts/`, whose header names
 //! its KEYS, ARGV and reply and shows how to run it with
-//! `redis-cli --eval`. The files are self-contained: the few helpers they
-//! share (`owner_of`, `now_ms`) are repeated in each file that
-//! needs them, and a test keeps the copies identical.
+//! `redis-cli --eval`. The helpers they share (`owner_of`, `token_of`,
+//! `now_ms`) are defined once, in `scripts/common.lua`, which is put in
+//! front of every script when its [`Script`] is built (so the hash Redis
+//! knows a script by is that of the two files together).
 //!
-//! A lock's value is `"<token> <owner>"`, so `inspect` returns both and
-//! every owner check compares the part after the first space (owner ids
-//! are unique per acquisition). Scripts run by EVALSHA; `redis::Script`
-//! falls back to EVAL (which loads the script) on NOSCRIPT, e.g. after a
-//! server restart.
+//! A lock's value is `"<token> <owner>"`, followed by `"\n<value>"` when
+//! the holder stores a value (see [`value`](crate::value)), so `inspect`
+//! returns all three and every owner check compares the part between the
+//! first space and the first newline (owner ids are unique per
+//! acquisition and contain no newline). Scripts run by EVALSHA;
+//! `redis::Script` falls back to EVAL (which loads the script) on
+//! NOSCRIPT, e.g. after a server restart.
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use lock_core::FencingToken;
 use redis::{Script, Value};
+
+/// The helpers every script may use; see `scripts/common.lua`.
+const COMMON: &str = include_str!("scripts/common.lua");
 
 /// Takes a lock or queues for it; see `scripts/acquire.lua`. Redlock
 /// calls it with two keys and no mode: it never queues.
@@ -44,6 +50,13 @@ const INSPECT: &str = include_str!("scripts/inspect.lua");
 /// `scripts/raise.lua`.
 const RAISE: &str = include_str!("scripts/raise.lua");
 
+/// Owner-checked replacement of the holder's value, announced; see
+/// `scripts/set_value.lua`.
+const SET_VALUE: &str = include_str!("scripts/set_value.lua");
+
+/// Marks a lock as watched and reads it; see `scripts/watch_read.lua`.
+const WATCH_READ: &str = include_str!("scripts/watch_read.lua");
+
 /// The scripts, hashed once per process.
 #[derive(Debug)]
 pub(crate) struct Scripts {
@@ -54,25 +67,39 @@ pub(crate) struct Scripts {
     pub(crate) force_release: Script,
     pub(crate) inspect: Script,
     pub(crate) raise: Script,
+    pub(crate) set_value: Script,
+    pub(crate) watch_read: Script,
 }
 
 /// The process-wide scripts.
 pub(crate) fn scripts() -> &'static Scripts {
     static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
     SCRIPTS.get_or_init(|| Scripts {
-        acquire: Script::new(ACQUIRE),
-        renew_many: Script::new(RENEW_MANY),
-        release_queued: Script::new(RELEASE_QUEUED),
-        release: Script::new(RELEASE),
-        force_release: Script::new(FORCE_RELEASE),
-        inspect: Script::new(INSPECT),
-        raise: Script::new(RAISE),
+        acquire: with_common(ACQUIRE),
+        renew_many: with_common(RENEW_MANY),
+        release_queued: with_common(RELEASE_QUEUED),
+        release: with_common(RELEASE),
+        force_release: with_common(FORCE_RELEASE),
+        inspect: with_common(INSPECT),
+        raise: with_common(RAISE),
+        set_value: with_common(SET_VALUE),
+        watch_read: with_common(WATCH_READ),
     })
+}
+
+/// The script `body` with the shared helpers of [`COMMON`] in front.
+fn with_common(body: &str) -> Script {
+    Script::new(&source(body))
+}
+
+/// The text Redis runs for `body`: [`COMMON`], then `body`.
+fn source(body: &str) -> String {
+    format!("{COMMON}\n{body}")
 }
 
 impl Scripts {
     /// Every script, for loading them ahead of use.
-    pub(crate) fn all(&self) -> [&Script; 7] {
+    pub(crate) fn all(&self) -> [&Script; 9] {
         [
             &self.acquire,
             &self.renew_many,
@@ -81,6 +108,8 @@ impl Scripts {
             &self.force_release,
             &self.inspect,
             &self.raise,
+            &self.set_value,
+            &self.watch_read,
         ]
     }
 }
@@ -111,19 +140,6 @@ impl AcquireReply {
             },
         }
     }
-}
-
-/// The lock value `"<token> <owner>"`.
-#[cfg(test)]
-pub(crate) fn lock_value(token: FencingToken, owner: &str) -> String {
-    format!("{} {owner}", token.get())
-}
-
-/// Splits a lock value into token and owner; `None` for a value distlock
-/// did not write.
-pub(crate) fn parse_lock_value(value: &str) -> Option<(FencingToken, &str)> {
-    let (token, owner) = value.split_once(' ')?;
-    Some((FencingToken::new(token.parse().ok()?), owner))
 }
 
 /// The reply of [`INSPECT`]: the lock value and its PTTL.
@@ -164,62 +180,50 @@ mod tests {
         );
     }
 
-    #[test]
-    fn lock_values_round_trip() {
-        let value = lock_value(FencingToken::new(42), "host/12/abc def");
-        assert_eq!(value, "42 host/12/abc def");
-        assert_eq!(
-            parse_lock_value(&value),
-            Some((FencingToken::new(42), "host/12/abc def"))
-        );
-        assert_eq!(parse_lock_value("no-token"), None);
-        assert_eq!(parse_lock_value("x owner"), None);
-    }
+    /// Every script, as its file has it.
+    const BODIES: [&str; 9] = [
+        ACQUIRE,
+        RENEW_MANY,
+        RELEASE_QUEUED,
+        RELEASE,
+        FORCE_RELEASE,
+        INSPECT,
+        RAISE,
+        SET_VALUE,
+        WATCH_READ,
+    ];
 
     #[test]
-    fn every_owner_checking_script_defines_the_helper() {
-        for script in [ACQUIRE, RENEW_MANY, RELEASE_QUEUED, RELEASE, RAISE] {
-            assert!(script.contains(OWNER_OF));
+    fn the_helpers_are_defined_once_in_front_of_every_script() {
+        for helper in ["owner_of", "token_of", "now_ms"] {
+            let definition = format!("local function {helper}(");
+            assert!(COMMON.contains(&definition), "{helper} missing");
+            for body in BODIES {
+                assert!(!body.contains(&definition), "{helper} again");
+                let text = source(body);
+                assert!(text.starts_with(COMMON) && text.ends_with(body));
+            }
         }
     }
 
-    /// `owner_of` as every script that checks owners defines it.
-    const OWNER_OF: &str = "local function owner_of(v)
-  local i = v and string.find(v, ' ', 1, true)
-  return i and string.sub(v, i + 1) or nil
-end
-";
-
-    /// The lines from `from` up to the first line that starts with `end`
-    /// after it.
-    fn function_text<'a>(script: &'a str, from: &str) -> &'a str {
-        let start = script.find(from).expect(from);
-        let rest = &script[start..];
-        let end = rest.find("\nend\n").expect("end of function") + "\nend\n".len();
-        &rest[..end]
-    }
-
     #[test]
-    fn acquire_and_release_read_the_clock_alike() {
-        assert_eq!(
-            function_text(ACQUIRE, "local function now_ms"),
-            function_text(RELEASE_QUEUED, "local function now_ms")
-        );
+    fn the_scripts_are_built_from_their_source() {
+        let scripts = scripts();
+        for (script, body) in scripts.all().into_iter().zip(BODIES) {
+            assert_eq!(script.get_hash(), Script::new(&source(body)).get_hash());
+        }
     }
 
     #[test]
     fn every_script_names_its_keys_argv_and_reply() {
-        for script in [
-            ACQUIRE,
-            RENEW_MANY,
-            RELEASE_QUEUED,
-            RELEASE,
-            FORCE_RELEASE,
-            INSPECT,
-            RAISE,
-        ] {
+        for script in BODIES {
             let header: Vec<&str> = script.lines().take_while(|l| l.starts_with("--")).collect();
-            for part in ["-- KEYS", "-- ARGV", "-- Reply:", "-- redis-cli --eval "] {
+            for part in [
+                "-- KEYS",
+                "-- ARGV",
+                "-- Reply:",
+                "-- redis-cli --eval <(cat common.lua ",
+            ] {
                 assert!(
                     header.iter().any(|line| line.starts_with(part)),
                     "{part} missing in {}",

@@ -8,30 +8,24 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::connect;
-use distlock_testkit::redis::{redis_spec, TEST_TIMEOUTS};
-use distlock_testkit::{spawn_child, FaultProxy, FencedResource, Server};
+use common::helper::{helper_locker, Helper};
+use common::{connect, server_url, start};
+use distlock_testkit::redis::redis_spec;
+use distlock_testkit::{FaultProxy, FencedResource, Server};
 use lock_core::{LockError, LockGuard, LockOptions, Locker};
-use tokio::sync::mpsc;
 
 const HOLDER_URL_VAR: &str = "DISTLOCK_TEST_HOLDER_URL";
 const TTL: Duration = Duration::from_secs(1);
 const SLACK: Duration = Duration::from_secs(3);
 
 async fn server(name: &str) -> Server {
-    redis_spec(name).unwrap().start().await.unwrap()
+    start(redis_spec(name)).await
 }
 
 async fn locker(addr: impl std::fmt::Display, namespace: &str) -> Locker {
-    let url = format!(
-        "redis://{addr}?ttl={}ms&namespace={namespace}&{TEST_TIMEOUTS}",
-        TTL.as_millis()
-    );
-    connect(&url).await.unwrap()
+    connect(&server_url(addr, namespace, TTL)).await.unwrap()
 }
 
 /// Retries `try_lock` while the store is unavailable, until `limit`.
@@ -130,81 +124,22 @@ async fn added_latency_keeps_locks_working_and_renewed() {
 
 // ------------------------------------------------------------ holder processes
 
-/// A lock holder in another process, reporting on its stdout.
-struct Holder {
-    child: Child,
-    lines: mpsc::UnboundedReceiver<String>,
+/// A lock holder in another process, reporting on its stdout: see
+/// [`holder_process_helper`].
+async fn holder(addr: impl std::fmt::Display, namespace: &str) -> Helper {
+    let url = server_url(addr, namespace, TTL);
+    Helper::start("the holder", "holder_process_helper", HOLDER_URL_VAR, url).await
 }
 
-impl Holder {
-    async fn start(addr: impl std::fmt::Display, namespace: &str) -> Holder {
-        let url = format!(
-            "redis://{addr}?ttl={}ms&namespace={namespace}&{TEST_TIMEOUTS}",
-            TTL.as_millis()
-        );
-        let mut command = Command::new(std::env::current_exe().unwrap());
-        command
-            .args([
-                "--exact",
-                "holder_process_helper",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(HOLDER_URL_VAR, url)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut child = spawn_child(command).await.unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        Holder { child, lines }
-    }
-
-    /// The next line starting with `prefix`, within `limit`.
-    async fn expect(&mut self, prefix: &str, limit: Duration) -> String {
-        let deadline = Instant::now() + limit;
-        loop {
-            let line = tokio::time::timeout_at(deadline.into(), self.lines.recv())
-                .await
-                .unwrap_or_else(|_| panic!("the holder never said {prefix}"))
-                .unwrap_or_else(|| panic!("the holder exited before saying {prefix}"));
-            // The test harness may print its own text before ours on a line.
-            if let Some((_, rest)) = line.split_once(prefix) {
-                return rest.trim().to_owned();
-            }
-        }
-    }
-
-    fn signal(&self, signal: libc::c_int) {
-        // SAFETY: kill(2) on our own child, not yet reaped.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
-    }
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        self.signal(libc::SIGKILL);
-        let _ = self.child.wait();
-    }
-}
-
-/// Not a test: run by [`Holder`] in a child process. Takes lock `k`, says
+/// Not a test: run by [`holder`] in a child process. Takes lock `k`, says
 /// `HELD <token>`, then every 50 ms `TICK <held> <token>` (a write it
 /// would make with its token), until killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "helper run as a separate holder process by the fault tests"]
 async fn holder_process_helper() {
-    let Ok(url) = std::env::var(HOLDER_URL_VAR) else {
+    let Some(locker) = helper_locker(HOLDER_URL_VAR).await else {
         return;
     };
-    let locker = connect(&url).await.unwrap();
     let guard = locker.lock("k").await.unwrap();
     println!("HELD {}", guard.token());
     loop {
@@ -216,7 +151,7 @@ async fn holder_process_helper() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_holder_process_frees_the_lock_after_the_ttl() {
     let server = server("redis-sigkill").await;
-    let mut holder = Holder::start(server.addr(), "sigkill").await;
+    let mut holder = holder(server.addr(), "sigkill").await;
     holder.expect("HELD", Duration::from_secs(20)).await;
     let other = locker(server.addr(), "sigkill").await;
     assert!(
@@ -238,7 +173,7 @@ async fn killed_holder_process_frees_the_lock_after_the_ttl() {
 async fn frozen_holder_is_fenced_off_and_told_after_it_resumes() {
     let server = server("redis-sigstop").await;
     let resource = FencedResource::new();
-    let mut holder = Holder::start(server.addr(), "sigstop").await;
+    let mut holder = holder(server.addr(), "sigstop").await;
     let old_token: u64 = holder
         .expect("HELD", Duration::from_secs(20))
         .await

@@ -4,18 +4,22 @@ use std::fmt;
 use std::sync::Arc;
 
 use lock_core::backend::Capability::{Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote};
-use lock_core::backend::{async_trait, AcquireRequest, Acquired, Backend, Capabilities};
-use lock_core::{FencingToken, LockError, LockInfo, LockName};
+use lock_core::backend::{
+    async_trait, holder_stream, AcquireRequest, Acquired, Backend, Capabilities, HolderStream,
+};
+use lock_core::{LockError, LockInfo, LockName};
 use zookeeper_client::Error as ZkError;
 
 use crate::config::ZkConfig;
 use crate::names::{lock_dir, queue};
+use crate::observe::HolderNodes;
 use crate::session::Sessions;
+use crate::value::lock_info;
 use crate::{error, queue as lock_queue, tls};
 
-/// How often `inspect` and `force_release` look again when the node they
-/// picked vanished under them.
-const RACE_RETRIES: usize = 5;
+/// How often `inspect`, `force_release` and a watch look again when the
+/// node they picked vanished under them.
+pub(crate) const RACE_RETRIES: usize = 5;
 
 /// Locks in a ZooKeeper ensemble; see the crate docs.
 ///
@@ -23,7 +27,8 @@ const RACE_RETRIES: usize = 5;
 /// one expired. Cheap to share (`Arc`); `Debug` shows no password.
 pub struct ZkBackend {
     config: Arc<ZkConfig>,
-    sessions: Sessions,
+    /// Shared with the watches made by [`Backend::watch`].
+    sessions: Arc<Sessions>,
 }
 
 impl ZkBackend {
@@ -34,7 +39,7 @@ impl ZkBackend {
         tls::check(&config)?;
         let config = Arc::new(config);
         Ok(Self {
-            sessions: Sessions::new(Arc::clone(&config)),
+            sessions: Arc::new(Sessions::new(Arc::clone(&config))),
             config,
         })
     }
@@ -102,11 +107,20 @@ impl Backend for ZkBackend {
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        Ok(self.holder(name).await?.map(|(_, data, czxid)| {
-            let owner = String::from_utf8_lossy(&data).into_owned();
-            // No per-lock lease: the lock lasts as long as its holder's session.
-            LockInfo::new(owner, FencingToken::new(czxid.unsigned_abs()), None)
-        }))
+        Ok(self
+            .holder(name)
+            .await?
+            .map(|(_, data, czxid)| lock_info(&data, czxid)))
+    }
+
+    /// Watches the holder's node (its value changes and its deletion), or
+    /// the contenders directory while the lock is free, re-reading the
+    /// holder on every notification (see the crate docs).
+    fn watch(&self, name: &LockName) -> HolderStream {
+        holder_stream(HolderNodes::new(
+            Arc::clone(&self.sessions),
+            self.lock_dir(name),
+        ))
     }
 
     async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {

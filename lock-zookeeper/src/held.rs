@@ -4,22 +4,25 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::backend::{async_trait, HeldLock};
-use lock_core::{LockError, LossReason};
+use lock_core::{LockError, LossReason, OwnerId};
 use zookeeper_client::Error as ZkError;
 
 use crate::error::{self, outcome_unknown};
 use crate::session::Session;
+use crate::value::node_data;
 use crate::watch::NodeWatch;
-
-/// The version our node has until its release: its data (the owner id)
-/// is only written by the release (see [`ZkHeld::delete`]).
-const NODE_VERSION: i32 = 0;
 
 /// Keeps the session (and so the node) alive while the guard lives; the
 /// node watch reports the lock lost if the node is deleted from outside.
 #[derive(Debug)]
 pub(crate) struct ZkHeld {
     session: Arc<Session>,
+    /// The owner id our node's data starts with.
+    owner: OwnerId,
+    /// Our node. Its path carries our contender id and ZooKeeper's
+    /// sequence number, and it is an ephemeral node of our session: while
+    /// it exists it is ours and holds the lock, so writes to it need no
+    /// version check.
     path: String,
     watch: NodeWatch,
     /// Whether the release marks the node before deleting it: only a
@@ -33,9 +36,16 @@ pub(crate) struct ZkHeld {
 impl ZkHeld {
     /// The lock held through node `path`; `waited` says whether it had to
     /// wait behind others (see [`ZkHeld::marked`]).
-    pub(crate) fn new(session: Arc<Session>, path: String, watch: NodeWatch, waited: bool) -> Self {
+    pub(crate) fn new(
+        session: Arc<Session>,
+        owner: OwnerId,
+        path: String,
+        watch: NodeWatch,
+        waited: bool,
+    ) -> Self {
         Self {
             session,
+            owner,
             path,
             watch,
             marked: waited,
@@ -46,20 +56,19 @@ impl ZkHeld {
         LockError::lost(self.path.clone(), reason)
     }
 
-    /// Deletes our node in the version we created it, `marked`: in one
-    /// transaction with a write to it first (its data, the owner id, is
-    /// never changed otherwise). The write fires the watch of the waiter
-    /// behind us as a data change, which tells it that we held the lock; a
-    /// node deleted without it was a waiter giving up, or a lock taken
-    /// away.
+    /// Deletes our node, `marked`: in one transaction with a write to it
+    /// first. The write fires the watch of the waiter behind us as a data
+    /// change, which tells it that we held the lock (only a holder writes
+    /// its node: this mark, or a new value); a node deleted without one
+    /// was a waiter giving up, or a lock taken away.
     async fn delete(&self, marked: bool) -> Result<(), ZkError> {
         let client = self.session.client();
         if !marked {
-            return client.delete(&self.path, Some(NODE_VERSION)).await;
+            return client.delete(&self.path, None).await;
         }
         let mut transaction = client.new_multi_writer();
-        transaction.add_set_data(&self.path, &[], Some(NODE_VERSION))?;
-        transaction.add_delete(&self.path, Some(NODE_VERSION + 1))?;
+        transaction.add_set_data(&self.path, &[], None)?;
+        transaction.add_delete(&self.path, None)?;
         transaction.commit().await.map(drop).map_err(ZkError::from)
     }
 
@@ -69,6 +78,19 @@ impl ZkHeld {
             LossReason::SessionExpired
         } else {
             LossReason::TakenAway
+        }
+    }
+
+    /// What a request on our node that failed for good means: the node
+    /// gone or the session over, [`LockError::Lost`]; anything else, the
+    /// store's error for `what` (`delete`, `write`) on our node.
+    fn failure(&self, what: &str, e: ZkError) -> LockError {
+        match e {
+            ZkError::NoNode => self.lost(self.gone_reason()),
+            ZkError::SessionExpired | ZkError::ClientClosed => {
+                self.lost(LossReason::SessionExpired)
+            }
+            e => error::map(&format!("{what} {}", self.path), e),
         }
     }
 }
@@ -109,17 +131,35 @@ impl HeldLock for ZkHeld {
                 Err(ZkError::NoAuth) if marked => marked = false,
                 // Our first delete was applied; its reply was lost.
                 Err(ZkError::NoNode) if retried => return Ok(()),
-                Err(ZkError::NoNode | ZkError::BadVersion) => {
-                    return Err(self.lost(self.gone_reason()))
-                }
-                Err(ZkError::SessionExpired | ZkError::ClientClosed) => {
-                    return Err(self.lost(LossReason::SessionExpired))
-                }
                 Err(e) if outcome_unknown(&e) && !retried => {
                     retried = true;
                     self.session.ready().await?;
                 }
-                Err(e) => return Err(error::map(&format!("delete {}", self.path), e)),
+                Err(e) => return Err(self.failure("delete", e)),
+            }
+        }
+    }
+
+    /// Writes the owner id and `value` to our node (see
+    /// [`crate::value`]), which fires the watches of observers and of the
+    /// waiter behind us. A node already gone means the lock was not ours
+    /// any more: [`LockError::Lost`], nothing written.
+    async fn set_value(&self, value: &str) -> Result<(), LockError> {
+        if self.watch.is_gone() {
+            return Err(self.lost(self.gone_reason()));
+        }
+        let data = node_data(self.owner.as_str(), value);
+        let mut retried = false;
+        loop {
+            let write = self.session.client().set_data(&self.path, &data, None);
+            match self.session.request(write).await {
+                Ok(_) => return Ok(()),
+                // The same write again is harmless if the first was applied.
+                Err(e) if outcome_unknown(&e) && !retried => {
+                    retried = true;
+                    self.session.ready().await?;
+                }
+                Err(e) => return Err(self.failure("write", e)),
             }
         }
     }

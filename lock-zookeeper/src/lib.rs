@@ -8,9 +8,11 @@ mod delayed;
 mod error;
 mod held;
 mod names;
+mod observe;
 mod queue;
 mod session;
 mod tls;
+mod value;
 mod watch;
 
 use std::sync::Arc;

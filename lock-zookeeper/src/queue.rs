@@ -36,6 +36,7 @@ use crate::error::{self, outcome_unknown};
 use crate::held::ZkHeld;
 use crate::names::{node_prefix, queue};
 use crate::session::Session;
+use crate::value::node_data;
 use crate::watch::NodeWatch;
 
 /// How often an acquire starts over when its node vanished while it
@@ -96,7 +97,8 @@ async fn pass(
         dir.to_owned(),
         guid.clone(),
     ));
-    let (me, mut listing) = enter(session, dir, &guid, request.owner.as_str().as_bytes()).await?;
+    let data = node_data(request.owner.as_str(), &request.value);
+    let (me, mut listing) = enter(session, dir, &guid, &data).await?;
     let cleanup = CleanupOnDrop::new(delete_node(client.clone(), me.path.clone()));
     by_guid.disarm();
     // Started after the first look at the queue: at once for a waiter (it
@@ -132,7 +134,15 @@ async fn pass(
         }
         let Some(predecessor) = ahead.last() else {
             let own = own_watch.unwrap_or_else(|| watch_own(false));
-            return Ok(held(session, me, own, cleanup, requested_at, waited));
+            return Ok(held(
+                session,
+                request,
+                me,
+                own,
+                cleanup,
+                requested_at,
+                waited,
+            ));
         };
         waited = true;
         if request.wait == WaitMode::Try {
@@ -149,7 +159,7 @@ async fn pass(
         };
         let own = own_watch.take().unwrap_or_else(|| watch_own(true));
         match ahead::wait(session, dir, ahead, &own).await? {
-            Next::Hold => return Ok(held(session, me, own, cleanup, requested_at, true)),
+            Next::Hold => return Ok(held(session, request, me, own, cleanup, requested_at, true)),
             Next::Relist => own_watch = Some(own),
         }
     }
@@ -159,6 +169,7 @@ async fn pass(
 /// already known to have vanished, then queue again.
 fn held(
     session: &Arc<Session>,
+    request: &AcquireRequest,
     me: Contender,
     own: NodeWatch,
     cleanup: CleanupOnDrop,
@@ -176,7 +187,13 @@ fn held(
         token: FencingToken::new(me.czxid.unsigned_abs()),
         requested_at,
         renewal: Renewal::Managed,
-        held: Box::new(ZkHeld::new(Arc::clone(session), me.path, own, waited)),
+        held: Box::new(ZkHeld::new(
+            Arc::clone(session),
+            request.owner.clone(),
+            me.path,
+            own,
+            waited,
+        )),
     })
 }
 
@@ -190,7 +207,7 @@ async fn enter(
     session: &Session,
     dir: &str,
     guid: &str,
-    owner: &[u8],
+    data: &[u8],
 ) -> Result<Entered, LockError> {
     let prefix = node_prefix(dir, guid);
     let mut busy = session.contended().was_contended(dir);
@@ -198,7 +215,7 @@ async fn enter(
     let node = NewNode {
         dir,
         prefix: &prefix,
-        owner,
+        data,
     };
     loop {
         let entered = if busy {
@@ -237,8 +254,8 @@ struct NewNode<'a> {
     dir: &'a str,
     /// The node's path up to the sequence number ZooKeeper appends.
     prefix: &'a str,
-    /// The node's data: the lock's owner.
-    owner: &'a [u8],
+    /// The node's data: the lock's owner and value (see [`node_data`]).
+    data: &'a [u8],
 }
 
 /// How lock nodes are created: ephemeral, sequential, with the session's
@@ -260,9 +277,9 @@ enum Entry {
 /// answers a session's requests in order, so the listing includes it).
 async fn create_and_list(session: &Session, node: &NewNode<'_>) -> Result<Entered, Entry> {
     let (client, options) = (session.client(), node_options(session));
-    let NewNode { dir, prefix, owner } = *node;
+    let NewNode { dir, prefix, data } = *node;
     // Both requests are sent here, in this order, before either is awaited.
-    let create = client.create(prefix, owner, &options);
+    let create = client.create(prefix, data, &options);
     let listing = client.list_children(dir);
     let (created, listed) = tokio::join!(session.request(create), session.request(listing));
     let (stat, sequence) = created.map_err(Entry::Failed)?;
@@ -281,10 +298,10 @@ async fn create_and_list(session: &Session, node: &NewNode<'_>) -> Result<Entere
 /// directory's new mzxid is our node's czxid.)
 async fn create_and_count(session: &Session, node: &NewNode<'_>) -> Result<Entered, Entry> {
     let (client, options) = (session.client(), node_options(session));
-    let NewNode { dir, prefix, owner } = *node;
+    let NewNode { dir, prefix, data } = *node;
     let mut transaction = client.new_multi_writer();
     transaction
-        .add_create(prefix, owner, &options)
+        .add_create(prefix, data, &options)
         .and_then(|()| transaction.add_set_data(dir, &[], None))
         .map_err(Entry::Failed)?;
     let results = match session.request(transaction.commit()).await {

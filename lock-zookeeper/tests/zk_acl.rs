@@ -3,19 +3,11 @@
 
 mod common;
 
-use common::{connect, holder_of};
+use common::{connect, holder_of, local_standalone};
 use distlock_testkit::layout::{zk_contenders, zk_lock_dir};
-use distlock_testkit::shared_server;
-use distlock_testkit::zookeeper::{standalone_spec, zk_url};
+use distlock_testkit::zookeeper::zk_url;
 use lock_core::{LockError, Locker};
 use zookeeper_client::{Client, Error as ZkError};
-
-async fn server() -> std::net::SocketAddr {
-    shared_server("zookeeper", standalone_spec)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .addr()
-}
 
 async fn locker(addr: std::net::SocketAddr, credentials: &str) -> Locker {
     let query = format!("{credentials}&ttl=3s&namespace=acl");
@@ -53,7 +45,7 @@ fn assert_not_authorized<T: std::fmt::Debug>(result: Result<T, LockError>, what:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_credentials_cannot_delete_a_held_lock() {
-    let addr = server().await;
+    let addr = local_standalone().await;
     let alice = locker(addr, "user=alice&password=secret").await;
     let guard = alice.lock("k").await.unwrap();
     let node = holder_node(&alice, addr, "k").await;
@@ -75,7 +67,7 @@ async fn other_credentials_cannot_delete_a_held_lock() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_credentials_give_a_clear_error() {
-    let addr = server().await;
+    let addr = local_standalone().await;
     let alice = locker(addr, "user=alice&password=secret").await;
     let guard = alice.lock("held").await.unwrap();
     for credentials in ["user=alice&password=wrong", "user=bob&password=other"] {

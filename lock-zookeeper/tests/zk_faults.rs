@@ -9,30 +9,17 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::holder_of;
+use common::helper::Helper;
+use common::{holder_of, local_standalone, SLACK};
 use distlock_testkit::zookeeper::{standalone_spec, zk_url, Ensemble};
-use distlock_testkit::{
-    pause_group, resume_group, shared_server, signal_group, spawn_child, FaultProxy, FencedResource,
-};
+use distlock_testkit::{pause_group, resume_group, signal_group, FaultProxy, FencedResource};
 use lock_core::{FencingToken, LockError, LockOptions, Locker, LossReason};
-use tokio::sync::mpsc;
 use tokio::time::{sleep, timeout};
 
 const HOLDER_URL: &str = "ZK_FAULT_HOLDER_URL";
 const HOLDER_KEY: &str = "ZK_FAULT_HOLDER_KEY";
-/// Generous bound for what should be quick, on a busy 2-core machine.
-const SLACK: Duration = Duration::from_secs(5);
-
-async fn shared_standalone() -> SocketAddr {
-    shared_server("zookeeper", standalone_spec)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .addr()
-}
-
 /// A URL on `addrs` in a namespace unique to `test`, with session timeout `ttl`.
 fn url(addrs: &[SocketAddr], test: &str, ttl: Duration) -> String {
     zk_url(
@@ -62,68 +49,16 @@ async fn connect(url: &str) -> Locker {
 // ------------------------------------------------------------ holder process
 
 /// A lock holder in another process, speaking through its stdout.
-struct HolderProcess {
-    pid: u32,
-    child: std::process::Child,
-    lines: mpsc::UnboundedReceiver<String>,
-}
+struct HolderProcess;
 
 impl HolderProcess {
     /// Starts the holder on `url` and waits until it holds `key`; returns
     /// it and its fencing token.
-    async fn start(url: &str, key: &str) -> (Self, u64) {
-        let mut command = Command::new(std::env::current_exe().unwrap());
-        command
-            .args(["--exact", "holder_process", "--ignored", "--nocapture"])
-            .env(HOLDER_URL, url)
-            .env(HOLDER_KEY, key)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut child = spawn_child(command).await.unwrap();
-        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-        let (tx, lines) = mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufRead::lines(stdout).map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut holder = Self {
-            pid: child.id(),
-            child,
-            lines,
-        };
+    async fn start(url: &str, key: &str) -> (Helper, u64) {
+        let env = [(HOLDER_URL, url), (HOLDER_KEY, key)];
+        let mut holder = Helper::start("holder_process", &env).await;
         let held = holder.expect("HELD ", Duration::from_secs(20)).await;
         (holder, held.parse().unwrap())
-    }
-
-    /// The rest of the next line starting with `prefix`, within `limit`.
-    async fn expect(&mut self, prefix: &str, limit: Duration) -> String {
-        let found = timeout(limit, async {
-            while let Some(line) = self.lines.recv().await {
-                if let Some(rest) = line.strip_prefix(prefix) {
-                    return Some(rest.to_owned());
-                }
-            }
-            None
-        })
-        .await;
-        match found {
-            Ok(Some(rest)) => rest,
-            Ok(None) => panic!("the holder process exited before printing {prefix:?}"),
-            Err(_) => panic!("the holder process printed no {prefix:?} within {limit:?}"),
-        }
-    }
-
-    /// Drops the lines printed so far.
-    fn skip_printed(&mut self) {
-        while self.lines.try_recv().is_ok() {}
-    }
-}
-
-impl Drop for HolderProcess {
-    fn drop(&mut self) {
-        let _ = signal_group(self.pid, libc::SIGKILL);
-        let _ = self.child.wait();
     }
 }
 
@@ -159,7 +94,7 @@ async fn holder_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_holder_frees_the_lock_after_the_session_timeout() {
     let ttl = Duration::from_secs(2);
-    let url = url(&[shared_standalone().await], "killed", ttl);
+    let url = url(&[local_standalone().await], "killed", ttl);
     let (holder, token) = HolderProcess::start(&url, "k").await;
     let other = connect(&url).await;
     assert!(other.try_lock("k").await.unwrap().is_none());
@@ -183,7 +118,7 @@ async fn killed_holder_frees_the_lock_after_the_session_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_holder_is_fenced_off_and_told_its_lock_is_lost() {
     let ttl = Duration::from_secs(1);
-    let url = url(&[shared_standalone().await], "paused", ttl);
+    let url = url(&[local_standalone().await], "paused", ttl);
     let resource = FencedResource::new();
     let (mut holder, old_token) = HolderProcess::start(&url, "k").await;
     holder.expect("WRITE ", SLACK).await;
@@ -233,7 +168,7 @@ async fn paused_holder_is_fenced_off_and_told_its_lock_is_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn network_cut_is_signalled_before_others_can_acquire() {
     let ttl = Duration::from_secs(2);
-    let server = shared_standalone().await;
+    let server = local_standalone().await;
     let proxy = FaultProxy::start(server).unwrap();
     let cut_off = connect(&url(&[proxy.addr()], "cut", ttl)).await;
     let other = connect(&url(&[server], "cut", ttl)).await;

@@ -256,11 +256,10 @@ mod entry {
 /// mark alone, with no listing in between (see lock-zookeeper's `ahead`).
 mod handoff {
     use super::{connect, shared_zk, with_query};
+    use crate::common::taken;
     use distlock_testkit::eventually;
     use distlock_testkit::layout::zk_contenders;
-    use lock_core::{LockError, LockGuard};
     use std::time::Duration;
-    use tokio::task::JoinHandle;
     use zookeeper_client::{Acl, Acls, AuthId, Client, Permission};
 
     const PATIENCE: Duration = Duration::from_secs(10);
@@ -283,15 +282,6 @@ mod handoff {
         })
         .await
         .unwrap()
-    }
-
-    /// The guard a spawned `lock()` of `who` returns, within [`PATIENCE`].
-    async fn taken(waiting: JoinHandle<Result<LockGuard, LockError>>, who: &str) -> LockGuard {
-        tokio::time::timeout(PATIENCE, waiting)
-            .await
-            .unwrap_or_else(|_| panic!("{who} never took the lock"))
-            .unwrap()
-            .unwrap_or_else(|e| panic!("{who} failed to take the lock: {e}"))
     }
 
     /// a holds, b waits behind it, c behind b. Once c watches b's node,
@@ -334,10 +324,10 @@ mod handoff {
         raw.set_acl(&dir, &no_listing, None).await.unwrap();
         held_by_a.release().await.unwrap();
         // b's predecessor was the holder: b takes the lock without listing.
-        let held_by_b = taken(b_waits, "b").await;
+        let held_by_b = taken(b_waits, "b", PATIENCE).await;
         held_by_b.release().await.unwrap();
         // c takes it on b's marked release, without listing.
-        let held_by_c = taken(c_waits, "c").await;
+        let held_by_c = taken(c_waits, "c", PATIENCE).await;
         assert!(held_by_c.is_held());
         raw.set_acl(&dir, Acls::anyone_all().as_ref(), None)
             .await
@@ -360,7 +350,7 @@ mod handoff {
         let b_waits = tokio::spawn(async move { b.lock("k").await });
         queued(&raw, &dir, 2).await;
         held_by_a.release().await.unwrap();
-        let held_by_b = taken(b_waits, "b").await;
+        let held_by_b = taken(b_waits, "b", PATIENCE).await;
         let names = queued(&raw, &dir, 1).await;
         let read_only = [Acl::new(Permission::READ, AuthId::anyone())];
         raw.set_acl(&format!("{dir}/{}", names[0]), &read_only, None)

@@ -130,7 +130,7 @@ pub(crate) async fn hold(
 ) -> Result<HoldCost, Failure> {
     let patience = LockOptions::new().wait(ACQUIRE_PATIENCE);
     locker
-        .lock_with(WARM_UP_KEY, patience)
+        .lock_with(WARM_UP_KEY, patience.clone())
         .await?
         .release()
         .await?;
@@ -142,7 +142,7 @@ pub(crate) async fn hold(
     // below starts only once all are held.
     let taken = futures_util::stream::iter(0..locks)
         .map(|i| {
-            let locker = locker.clone();
+            let (locker, patience) = (locker.clone(), patience.clone());
             async move { locker.lock_with(&format!("bench/hold-{i}"), patience).await }
         })
         .buffer_unordered(TAKE_AT_ONCE)

@@ -27,7 +27,7 @@ const HANDOFFS: usize = 200;
 const MIN_HANDOFFS: usize = 10;
 /// How long the waiter is given to block in `lock()` before the holder
 /// releases.
-const WAITER_SETTLE: Duration = Duration::from_millis(5);
+pub(crate) const WAITER_SETTLE: Duration = Duration::from_millis(5);
 
 /// Uncontended lock+release latencies, ours and (if there is a probe) the
 /// floor's, interleaved in blocks within `budget`.
@@ -96,9 +96,9 @@ pub(crate) async fn handoff(opener: &Opener, budget: Duration) -> Result<Vec<Dur
     let mut samples = Vec::new();
     let started = Instant::now();
     while samples.len() < HANDOFFS && (samples.len() < MIN_HANDOFFS || started.elapsed() < budget) {
-        let held = holder.lock_with(key, patience).await?;
+        let held = holder.lock_with(key, patience.clone()).await?;
         let waiting = {
-            let waiter = waiter.clone();
+            let (waiter, patience) = (waiter.clone(), patience.clone());
             tokio::spawn(async move {
                 let taken = waiter.lock_with(key, patience).await;
                 (Instant::now(), taken)

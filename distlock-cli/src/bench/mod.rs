@@ -1,5 +1,6 @@
-//! `distlock bench`: latency, handoff and throughput of a store through
-//! distlock, against the store's raw floor (see [`floor`]); with `--hold N`,
+//! `distlock bench`: latency, handoff, leader election (see [`election`])
+//! and throughput of a store through distlock, against the store's raw
+//! floor (see [`floor`]); with `--hold N`,
 //! instead, what holding N locks costs the client process (see [`hold`]).
 //!
 //! Everything runs in one process and one run, so the ratios to the floor
@@ -8,6 +9,7 @@
 //! fresh namespace `bench-<random>`, so runs never collide with each other
 //! or with real locks.
 
+mod election;
 mod floor;
 mod hold;
 mod measure;
@@ -41,12 +43,14 @@ pub(crate) async fn bench(store: &StoreUrl, args: BenchArgs) -> Result<i32, Fail
         .await
         .map_err(|error| store.failure(error))?;
 
-    // The latency and handoff tests get a third of --duration each; the
-    // throughput tests (ours and the floor's, in alternating slices) get
-    // all of it each.
+    // The latency and handoff tests get a third of --duration each, the
+    // election's resign failover and observe tests a sixth each (its crash
+    // failover about one ttl); the throughput tests (ours and the floor's,
+    // in alternating slices) get all of it each.
     let budget = args.duration / 3;
     let uncontended = measure::uncontended(&base, probe.as_deref(), budget).await?;
     let handoff = measure::handoff(&opener, budget).await?;
+    let election = election::run(&opener, probe.as_deref(), args.duration / 6).await;
     let (ours, floor) =
         measure::throughputs(&opener, clients, keys, args.duration, probe.is_some()).await?;
 
@@ -59,14 +63,22 @@ pub(crate) async fn bench(store: &StoreUrl, args: BenchArgs) -> Result<i32, Fail
         duration: args.duration,
         probe: probe.map(|p| p.describe()),
     }
-    .with_results(&uncontended, &handoff, &ours, floor.as_ref());
+    .with_results(&uncontended, &handoff, &election, &ours, floor.as_ref());
     let text = if args.json {
         to_json(&report)?
     } else {
         report.table()
     };
     output::line(&text)?;
-    Ok(SUCCESS)
+    // Everything measured is printed; a row that could not be measured
+    // (a store whose watch delivers nothing, say) still fails the run.
+    match election.errors().as_slice() {
+        [] => Ok(SUCCESS),
+        errors => Err(Failure::other(format!(
+            "election benchmark failed: {}",
+            errors.join("; ")
+        ))),
+    }
 }
 
 /// `bench --hold`: only the cost of holding `locks` locks for `window`,

@@ -5,11 +5,13 @@
 
 #![allow(dead_code, unreachable_pub)] // each test file uses a different part
 
+pub mod running;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// No single `distlock` call in these tests should come near this.
 pub const LIMIT: Duration = Duration::from_secs(30);
@@ -169,6 +171,17 @@ pub fn one_line_message(output: &Output) -> String {
     lines[0].to_owned()
 }
 
+/// Asserts that the table `text` has a row starting with each of
+/// `labels` (after its indent).
+pub fn assert_rows(text: &str, labels: &[&str]) {
+    for label in labels {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(label)),
+            "no {label:?} row:\n{text}"
+        );
+    }
+}
+
 /// The read-modify-write that loses updates unless runs exclude each
 /// other; the sleep widens the window. Also logs the fencing token. `$1`
 /// is the counter file, `$2` the token log.
@@ -281,4 +294,42 @@ pub fn test_server<T>(start: impl std::future::Future<Output = Result<T, String>
         .expect("a tokio runtime")
         .block_on(start)
         .unwrap_or_else(|error| panic!("test server unavailable: {error}"))
+}
+
+/// `namespace=…` unique to this test and this run, plus `options`.
+pub fn unique_options(test: &str, options: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    let namespace = format!("cli-{test}-{}-{nanos:x}", std::process::id());
+    if options.is_empty() {
+        format!("namespace={namespace}")
+    } else {
+        format!("namespace={namespace}&{options}")
+    }
+}
+
+/// The testkit's Redis server, in a namespace of this test's own, plus
+/// `extra` options.
+#[cfg(feature = "redis")]
+pub fn redis_url(test: &str, extra: &str) -> String {
+    let base = test_server(distlock_testkit::redis::shared_redis_url());
+    distlock_testkit::with_query(&base, &unique_options(test, extra))
+}
+
+/// The testkit's etcd server, in a namespace of this test's own, plus
+/// `extra` options.
+#[cfg(feature = "etcd")]
+pub fn etcd_url(test: &str, extra: &str) -> String {
+    let base = test_server(distlock_testkit::etcd::shared_etcd_url());
+    distlock_testkit::with_query(&base, &unique_options(test, extra))
+}
+
+/// The testkit's ZooKeeper server, in a namespace of this test's own, plus
+/// `extra` options.
+#[cfg(feature = "zookeeper")]
+pub fn zookeeper_url(test: &str, extra: &str) -> String {
+    let addrs = test_server(distlock_testkit::zookeeper::shared_standalone());
+    distlock_testkit::zookeeper::zk_url(&addrs, "", &unique_options(test, extra))
 }

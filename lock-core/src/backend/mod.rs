@@ -33,12 +33,20 @@
 //!   lock that is no longer ours, and report [`LockError::Lost`] instead.
 //! * A backend that learns of a loss by itself (session expired, node
 //!   deleted) calls [`LossReporter::report`] on the request's reporter.
+//! * The holder's value ([`AcquireRequest::value`],
+//!   [`HeldLock::set_value`]) is stored with the lock and reported by
+//!   [`Backend::inspect`] and [`Backend::watch`].
+//! * [`Backend::watch`] is pushed by the store's notifications, never a
+//!   polling loop where the store can notify; [`holder_stream`] is the
+//!   shared loop around a store's [`HolderSource`].
 
 mod backoff;
 mod due_queue;
+mod holder_data;
 mod spawn;
 mod store;
 mod wait;
+mod watch;
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -56,9 +64,11 @@ pub use crate::renewal::clock_drift;
 pub use async_trait::async_trait;
 pub use backoff::{Backoff, Delays};
 pub use due_queue::DueQueue;
+pub use holder_data::{holder_data, holder_from_data};
 pub use spawn::{spawn_detached, CleanupOnDrop};
 pub use store::{open_store, Store};
 pub use wait::{acquire_with_retries, Attempt, TryAcquire, WakeRegistry, WakeSubscription};
+pub use watch::{holder_stream, Change, HolderSource, HolderStream};
 
 /// A lock store. Object-safe; a [`Locker`](crate::Locker) holds one as
 /// `Arc<dyn Backend>`.
@@ -77,8 +87,14 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// or when a wait ended at its deadline.
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError>;
 
-    /// Who holds `name` now, or `None` if it is free.
+    /// Who holds `name` now (with the holder's value), or `None` if it is
+    /// free.
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError>;
+
+    /// The holder of `name` now and after every change, pushed by the
+    /// store; see [`HolderStream`]. Nothing is sent to the store until the
+    /// stream is first polled; dropping the stream cancels what it set up.
+    fn watch(&self, name: &LockName) -> HolderStream;
 
     /// Removes the lock `name` whoever holds it (an operator's override);
     /// the holder's guard reports [`LossReason::TakenAway`](crate::LossReason)
@@ -198,6 +214,9 @@ pub struct AcquireRequest {
     pub ttl: Duration,
     /// How long the call may wait.
     pub wait: WaitMode,
+    /// The value to store with the lock (empty: none); at most
+    /// [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN) bytes, checked by lock-core.
+    pub value: String,
     /// Report the loss of the lock here once acquired.
     pub loss: LossReporter,
 }
@@ -249,4 +268,9 @@ pub trait HeldLock: Send + Sync + fmt::Debug {
     /// Releases the lock if it is still ours; otherwise touches nothing and
     /// returns [`LockError::Lost`]. Wakes waiters.
     async fn release(&self) -> Result<(), LockError>;
+
+    /// Replaces the value stored with the lock if the lock is still ours
+    /// (otherwise touches nothing and returns [`LockError::Lost`]), and
+    /// tells the lock's watchers. The value was checked by lock-core.
+    async fn set_value(&self, value: &str) -> Result<(), LockError>;
 }

@@ -81,6 +81,17 @@ macro_rules! __conformance_case_names {
             unreachable_store_gives_unavailable_then_recovers,
             inspect_reports_holder,
             zero_wait_makes_one_attempt,
+            holder_values_round_trip,
+            watch_reports_acquire_and_release,
+            watch_reports_expiry,
+            watch_reports_a_lock_taken_away,
+            election_has_one_leader_at_a_time,
+            observe_sees_every_leader_in_order,
+            proclaim_reaches_leader_and_observers,
+            stalled_leader_is_replaced_after_ttl,
+            resign_hands_over_promptly,
+            cancelled_campaign_leaves_nothing_behind,
+            empty_election_has_no_leader,
         );
     };
 }

@@ -79,7 +79,7 @@ const CASE_LIMIT: Duration = Duration::from_secs(120);
 pub async fn run_all(factory: Arc<dyn LockerFactory>, filter: Option<&str>) -> Vec<CaseReport> {
     let selected = CASES
         .iter()
-        .filter(|case| filter.map_or(true, |f| case.name.contains(f)));
+        .filter(|case| filter.is_none_or(|f| case.name.contains(f)));
     let tasks: Vec<_> = selected
         .map(|case| {
             let factory = Arc::clone(&factory);

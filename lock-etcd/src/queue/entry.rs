@@ -14,6 +14,7 @@ use crate::backend::Shared;
 use crate::client::with_retries;
 use crate::names::EntryName;
 use crate::session::Lease;
+use crate::value;
 
 /// Our entry in the queue; deleted in the background if dropped armed.
 pub(super) struct Entry {
@@ -47,7 +48,11 @@ impl Entry {
         let txn = Txn::new()
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
             .and_then([
-                TxnOp::put(key.clone(), request.owner.as_str(), Some(put)),
+                TxnOp::put(
+                    key.clone(),
+                    value::encode(request.owner.as_str(), &request.value),
+                    Some(put),
+                ),
                 TxnOp::get(prefix.to_vec(), Some(newest_first(3))),
             ])
             .or_else([TxnOp::get(

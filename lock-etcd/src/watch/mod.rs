@@ -6,6 +6,9 @@
 //! ten thousand locks costs ten thousand idle server-side watchers, not
 //! ten thousand streams.
 //!
+//! Holder watches ([`WatchHub::watch_prefix_from`]) ride on the same
+//! stream: one watch on a whole queue, every event passed on.
+//!
 //! `etcd-client` does not resume a watch stream that broke (member down,
 //! leader lost, network cut). The hub's task ([`task`]) reconnects with
 //! backoff and re-creates every watch from the revision after the last
@@ -21,7 +24,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use etcd_client::{WatchClient, WatchFilterType, WatchOptions};
+use etcd_client::{Event, WatchClient, WatchFilterType, WatchOptions};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -52,6 +55,22 @@ pub(crate) enum Fired {
 
 /// Called from the hub's task with what the watch reports; must not block.
 pub(crate) type Listener = Box<dyn FnMut(Fired) + Send + Sync>;
+
+/// What a prefix watch reports: the events of each response, in the
+/// store's order, until one of the others ends the watch.
+#[derive(Debug)]
+pub(crate) enum RangeFired {
+    /// The events of one response: whole revisions, oldest first.
+    Events(Vec<Event>),
+    /// The history from the watch's start revision is compacted.
+    Compacted,
+    /// etcd refused the watch (for example: permission denied).
+    Refused(String),
+}
+
+/// Called from the hub's task with what a prefix watch reports; must not
+/// block.
+pub(crate) type RangeListener = Box<dyn FnMut(RangeFired) + Send + Sync>;
 
 /// What the hub's task is asked to do.
 enum Command {
@@ -87,6 +106,8 @@ enum Target {
     Once(Listener),
     /// Waiters, who come and go; the watch lingers between them.
     Waiters(Waiters),
+    /// Every event under the watch's key as a prefix, until dropped.
+    Range(RangeListener),
 }
 
 impl Watch {
@@ -99,6 +120,7 @@ impl Watch {
             // only be traffic.
             Target::Waiters(_) => options.with_filters([WatchFilterType::NoPut]),
             Target::Once(_) => options,
+            Target::Range(_) => options.with_prefix(),
         }
     }
 }
@@ -193,6 +215,26 @@ impl WatchHub {
         if first {
             self.send(Command::Wake);
         }
+        self.guard(id)
+    }
+
+    /// Tells `listener` of every change under `prefix` from revision
+    /// `from_revision` on, until the guard is dropped. The watch survives
+    /// reconnects without a gap (it resumes after the last event passed
+    /// on); it ends with [`RangeFired::Compacted`] if that history is gone.
+    pub(crate) fn watch_prefix_from(
+        &self,
+        prefix: Vec<u8>,
+        from_revision: i64,
+        listener: RangeListener,
+    ) -> WatchGuard {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let watch = Watch {
+            key: prefix,
+            next_revision: from_revision,
+            target: Target::Range(listener),
+        };
+        self.send(Command::Add { id, watch });
         self.guard(id)
     }
 

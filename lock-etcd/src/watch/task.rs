@@ -11,7 +11,7 @@ use tokio::time::{sleep_until, Instant};
 
 use super::delayed::Delayed;
 use super::waiters::{WaiterIndex, Waiters, LINGER, MOST_WATCHES};
-use super::{Command, Fired, Target, Watch};
+use super::{Command, Fired, RangeFired, Target, Watch};
 
 /// Pause before reconnecting a broken stream: from 20 ms up to 1 s.
 const FIRST_RECONNECT: Duration = Duration::from_millis(20);
@@ -262,6 +262,10 @@ fn dispatch(
         };
         match watch.target {
             Target::Once(mut listener) => listener(fired),
+            Target::Range(mut listener) => listener(match fired {
+                Fired::Compacted => RangeFired::Compacted,
+                _ => RangeFired::Refused(response.cancel_reason().to_owned()),
+            }),
             Target::Waiters(waiters) => {
                 index.by_key.remove(&watch.key);
                 for waiter in waiters.end(&fired) {
@@ -273,14 +277,27 @@ fn dispatch(
     }
     let watch = watches.get_mut(&id)?;
     if response.created() {
-        // Events after this revision will come; a reopened stream must
-        // not ask for older ones (a watch "from now" has no start yet).
+        // A watch "from now" has no start yet: events after this revision
+        // will come, and a reopened stream must not ask for older ones. A
+        // watch with a start keeps it until its events arrive (they follow
+        // this answer, and a stream may break in between).
         let revision = response.header().map_or(0, |h| h.revision());
-        watch.next_revision = watch.next_revision.max(revision + 1);
+        if watch.next_revision <= 0 {
+            watch.next_revision = revision + 1;
+        }
         match &mut watch.target {
             Target::Once(listener) => listener(Fired::Created { revision }),
             Target::Waiters(waiters) => waiters.created(revision),
+            Target::Range(_) => {}
         }
+    }
+    if let Target::Range(listener) = &mut watch.target {
+        if let Some(last) = response.events().last() {
+            let revision = last.kv().map_or(0, |kv| kv.mod_revision());
+            watch.next_revision = watch.next_revision.max(revision + 1);
+            listener(RangeFired::Events(response.events().to_vec()));
+        }
+        return None;
     }
     for event in response.events() {
         let revision = event.kv().map_or(0, |kv| kv.mod_revision());

@@ -1,18 +1,20 @@
 //! A lock held on a majority of masters: renewals and release.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::future::join_all;
 use lock_core::backend::HeldLock;
-use lock_core::{LockError, LossReason};
+use lock_core::LockError;
 
 use super::Inner;
 use crate::conn::{self, Conn, ScriptCall, Timeouts};
 use crate::renewal::{clone_error, renew_on, HeldKeys, RenewItem, RenewTarget};
 use crate::scripts::scripts;
+use crate::value::redlock_rest;
 
 /// Renewals on every master: a lock stays ours while a majority renewed it.
 pub(super) struct RedlockTarget {
@@ -67,8 +69,54 @@ impl RenewTarget for RedlockTarget {
 
 /// One lock held on a majority of masters.
 pub(super) struct RedlockHeld {
-    pub(super) inner: Arc<Inner>,
-    pub(super) lock: HeldKeys,
+    inner: Arc<Inner>,
+    lock: HeldKeys,
+    /// The number of the last value written (the acquire's is 0).
+    values: AtomicU64,
+}
+
+impl RedlockHeld {
+    /// The lock `lock` names, just taken.
+    pub(super) fn new(inner: Arc<Inner>, lock: HeldKeys) -> Self {
+        Self {
+            inner,
+            lock,
+            values: AtomicU64::new(0),
+        }
+    }
+
+    /// Runs an owner-checked `call` on every master: `Ok` if a majority
+    /// confirmed (or, with `partial`, at least one did and those that did
+    /// not answer could make up the rest), [`LockError::Lost`] if too many
+    /// refused for a majority to remain, else [`LockError::Unavailable`],
+    /// whose message names the call as `Redlock <what>`.
+    async fn on_masters(
+        &self,
+        what: &str,
+        call: &ScriptCall<'_>,
+        partial: bool,
+    ) -> Result<(), LockError> {
+        let outcomes = self
+            .inner
+            .eval_on::<i64>(0..self.inner.nodes.len(), call)
+            .await;
+        let done = outcomes.iter().filter(|o| matches!(o, Ok(1))).count();
+        let unknown = outcomes.iter().filter(|o| o.is_err()).count();
+        let quorum = self.inner.quorum;
+        if done >= quorum || (partial && done > 0 && done + unknown >= quorum) {
+            Ok(())
+        } else if done + unknown >= quorum {
+            Err(LockError::Unavailable {
+                message: format!(
+                    "Redlock {what}: {unknown} of {} masters did not answer",
+                    outcomes.len()
+                ),
+                source: None,
+            })
+        } else {
+            self.lock.confirm(false)
+        }
+    }
 }
 
 impl fmt::Debug for RedlockHeld {
@@ -84,34 +132,21 @@ impl HeldLock for RedlockHeld {
     }
 
     async fn release(&self) -> Result<(), LockError> {
-        let (lock, args): ([&str; 1], [&dyn conn::ToArg; 2]) = (
-            [self.lock.keys.lock.as_str()],
-            [&self.lock.owner, &self.lock.keys.channel],
-        );
+        let args: [&dyn conn::ToArg; 2] = [&self.lock.owner, &self.lock.keys.channel];
+        let lock = self.lock.keys.watched_lock();
         let call = ScriptCall::new("Redlock release", &scripts().release, &lock, &args);
-        let outcomes = self
-            .inner
-            .eval_on::<i64>(0..self.inner.nodes.len(), &call)
-            .await;
-        let released = outcomes.iter().filter(|o| matches!(o, Ok(1))).count();
-        let unknown = outcomes.iter().filter(|o| o.is_err()).count();
-        if released >= self.inner.quorum
-            || (released > 0 && released + unknown >= self.inner.quorum)
-        {
-            Ok(())
-        } else if released + unknown >= self.inner.quorum {
-            Err(LockError::Unavailable {
-                message: format!(
-                    "Redlock release: {unknown} of {} masters did not answer",
-                    outcomes.len()
-                ),
-                source: None,
-            })
-        } else {
-            Err(LockError::lost(
-                self.lock.key.clone(),
-                LossReason::RenewalRefused,
-            ))
-        }
+        self.on_masters("release", &call, true).await
+    }
+
+    async fn set_value(&self, value: &str) -> Result<(), LockError> {
+        // Numbered, so that a read prefers it to any earlier value that a
+        // master it reads from may still hold.
+        let seq = self.values.fetch_add(1, Ordering::Relaxed) + 1;
+        let rest = redlock_rest(seq, value);
+        let args: [&dyn conn::ToArg; 2] = [&self.lock.owner, &rest];
+        let lock = self.lock.keys.watched_lock();
+        let call = ScriptCall::new("set value", &scripts().set_value, &lock, &args);
+        self.on_masters("set value", &call.idempotent(), false)
+            .await
     }
 }

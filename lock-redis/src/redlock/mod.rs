@@ -20,6 +20,7 @@
 
 mod held;
 mod round;
+mod watch;
 
 use std::fmt;
 use std::sync::Arc;
@@ -31,8 +32,8 @@ use lock_core::backend::Capability::{
     Expiry, ForceRelease, NotifiedWakeups, PerLockExpiry, Remote,
 };
 use lock_core::backend::{
-    acquire_with_retries, AcquireRequest, Acquired, Attempt, Backend, Backoff, Capabilities,
-    TryAcquire, WakeSubscription,
+    acquire_with_retries, holder_stream, AcquireRequest, Acquired, Attempt, Backend, Backoff,
+    Capabilities, HolderStream, TryAcquire, WakeSubscription,
 };
 use lock_core::{FencingToken, LockError, LockInfo, LockName};
 
@@ -41,9 +42,11 @@ use crate::conn::{Conn, ScriptCall, Timeouts};
 use crate::keys::LockKeys;
 use crate::pubsub::{Listener, Listening};
 use crate::renewal::{RenewalStats, Renewer};
-use crate::scripts::{parse_inspect, parse_lock_value, scripts};
+use crate::scripts::{parse_inspect, scripts};
+use crate::value::{parse_lock_value, parse_redlock_rest};
 
 use held::RedlockTarget;
+use watch::RedlockWatch;
 
 /// Locks held by a majority of independent masters (`redlock://`).
 #[derive(Clone)]
@@ -180,30 +183,11 @@ impl Backend for RedlockBackend {
             .await?;
         let values: Vec<(String, Option<Duration>)> =
             replies.into_iter().filter_map(parse_inspect).collect();
-        // The holder is the owner a majority agrees on.
-        for (value, _) in &values {
-            let Some((_, owner)) = parse_lock_value(value) else {
-                continue;
-            };
-            let same: Vec<&(String, Option<Duration>)> = values
-                .iter()
-                .filter(|(v, _)| parse_lock_value(v).is_some_and(|(_, o)| o == owner))
-                .collect();
-            if same.len() >= self.inner.quorum {
-                let token = same
-                    .iter()
-                    .filter_map(|(v, _)| parse_lock_value(v))
-                    .map(|(t, _)| t)
-                    .max();
-                let ttl_left = same.iter().filter_map(|(_, ttl)| *ttl).min();
-                return Ok(Some(LockInfo::new(
-                    owner,
-                    token.unwrap_or(FencingToken::new(0)),
-                    ttl_left,
-                )));
-            }
-        }
-        Ok(None)
+        Ok(majority_holder(&values, self.inner.quorum))
+    }
+
+    fn watch(&self, name: &LockName) -> HolderStream {
+        holder_stream(RedlockWatch::new(self.clone(), name.clone()))
     }
 
     async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
@@ -212,7 +196,7 @@ impl Backend for RedlockBackend {
             .on_all(&ScriptCall::new(
                 "force release",
                 &scripts().force_release,
-                &[keys.lock.as_str()],
+                &keys.watched_lock(),
                 &[&keys.channel],
             ))
             .await?;
@@ -246,11 +230,77 @@ impl TryAcquire for RedlockBackend {
     }
 }
 
+/// The holder a majority of masters agree on, from each master's lock
+/// value and PTTL: the largest token among them (the raise stamps it on
+/// all), the shortest lease, and the value with the highest number.
+fn majority_holder(values: &[(String, Option<Duration>)], quorum: usize) -> Option<LockInfo> {
+    let stored: Vec<_> = values
+        .iter()
+        .filter_map(|(value, ttl)| Some((parse_lock_value(value)?, *ttl)))
+        .collect();
+    for (candidate, _) in &stored {
+        let same: Vec<_> = stored
+            .iter()
+            .filter(|(s, _)| s.owner == candidate.owner)
+            .collect();
+        if same.len() < quorum {
+            continue;
+        }
+        let token = same.iter().map(|(s, _)| s.token).max();
+        let ttl_left = same.iter().filter_map(|(_, ttl)| *ttl).min();
+        let value = same
+            .iter()
+            .map(|(s, _)| parse_redlock_rest(s.rest))
+            .max_by_key(|(seq, _)| *seq)
+            .map_or("", |(_, value)| value);
+        let token = token.unwrap_or(FencingToken::new(0));
+        return Some(LockInfo::new(candidate.owner, token, ttl_left).with_value(value));
+    }
+    None
+}
+
 impl fmt::Debug for RedlockBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedlockBackend")
             .field("config", &self.inner.config)
             .field("quorum", &self.inner.quorum)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn master(value: &str, ttl_ms: u64) -> (String, Option<Duration>) {
+        (value.to_owned(), Some(Duration::from_millis(ttl_ms)))
+    }
+
+    #[test]
+    fn the_holder_is_the_owner_a_majority_agrees_on() {
+        let values = [
+            master("7 a\n2 newest", 900),
+            master("5 a\n1 older", 800),
+            master("7 a", 950),
+            master("9 b\n0 other", 990),
+        ];
+        let holder = majority_holder(&values, 3).unwrap();
+        assert_eq!(holder.owner, "a");
+        assert_eq!(holder.token, FencingToken::new(7), "the stamped token");
+        assert_eq!(holder.ttl_left, Some(Duration::from_millis(800)));
+        assert_eq!(holder.value, "newest", "the highest-numbered value");
+        assert_eq!(majority_holder(&values[1..], 3), None, "no majority");
+    }
+
+    #[test]
+    fn a_value_replaced_on_a_minority_is_seen_only_if_newer() {
+        let values = [
+            master("7 a\n1 set", 900),
+            master("7 a\n1 set", 900),
+            master("7 a", 900),
+        ];
+        assert_eq!(majority_holder(&values, 2).unwrap().value, "set");
+        let unset = [master("7 a\n3 ", 900), master("7 a\n2 x", 900)];
+        assert_eq!(majority_holder(&unset, 2).unwrap().value, "");
     }
 }

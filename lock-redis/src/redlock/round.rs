@@ -15,6 +15,7 @@ use crate::keys::LockKeys;
 use crate::renewal::HeldKeys;
 use crate::retry::CleanupRetry;
 use crate::scripts::{scripts, AcquireReply};
+use crate::value::redlock_rest;
 
 /// How the masters answered one acquire.
 #[derive(Debug, Default)]
@@ -46,7 +47,9 @@ impl RedlockBackend {
             owner.to_owned(),
             request.ttl,
         ));
-        let tally = self.acquire_on_all(keys, owner, request.ttl).await;
+        let tally = self
+            .acquire_on_all(keys, owner, request.ttl, &request.value)
+            .await;
         let n = inner.nodes.len();
         if tally.granted.len() >= inner.quorum {
             let token = tally.granted.iter().map(|&(_, t)| t).max().unwrap_or(0);
@@ -58,10 +61,10 @@ impl RedlockBackend {
                     token: FencingToken::new(token),
                     requested_at: started,
                     renewal: Renewal::Lease,
-                    held: Box::new(RedlockHeld {
-                        inner: Arc::clone(inner),
-                        lock: HeldKeys::new(keys.clone(), request),
-                    }),
+                    held: Box::new(RedlockHeld::new(
+                        Arc::clone(inner),
+                        HeldKeys::new(keys.clone(), request),
+                    )),
                 }));
             }
             // Too slow, or the raise was not confirmed: undo and report.
@@ -94,10 +97,25 @@ impl RedlockBackend {
         })
     }
 
-    async fn acquire_on_all(&self, keys: &LockKeys, owner: &str, ttl: Duration) -> Tally {
+    async fn acquire_on_all(
+        &self,
+        keys: &LockKeys,
+        owner: &str,
+        ttl: Duration,
+        value: &str,
+    ) -> Tally {
         let ttl_ms = ttl.as_millis() as u64;
-        let (names, args): ([&str; 2], [&dyn conn::ToArg; 2]) =
-            ([keys.lock.as_str(), keys.token.as_str()], [&owner, &ttl_ms]);
+        // Never queued; the value is number 0 of the holder's values.
+        let rest = match value {
+            "" => String::new(),
+            value => redlock_rest(0, value),
+        };
+        let names = [
+            keys.lock.as_str(),
+            keys.token.as_str(),
+            keys.watched.as_str(),
+        ];
+        let args: [&dyn conn::ToArg; 6] = [&owner, &ttl_ms, &"0", &0, &"", &rest];
         let call = ScriptCall::new("Redlock acquire", &scripts().acquire, &names, &args);
         let replies = self
             .inner
@@ -117,8 +135,12 @@ impl RedlockBackend {
     /// Raises every master's counter to `token`; returns how many masters
     /// confirmed that they hold our lock with that token.
     async fn raise_all(&self, keys: &LockKeys, owner: &str, token: u64) -> usize {
-        let (names, args): ([&str; 2], [&dyn conn::ToArg; 2]) =
-            ([keys.lock.as_str(), keys.token.as_str()], [&token, &owner]);
+        let names = [
+            keys.lock.as_str(),
+            keys.token.as_str(),
+            keys.watched.as_str(),
+        ];
+        let args: [&dyn conn::ToArg; 2] = [&token, &owner];
         let call = ScriptCall::new("Redlock raise", &scripts().raise, &names, &args);
         self.inner
             .eval_on::<i64>(0..self.inner.nodes.len(), &call.idempotent())
@@ -133,8 +155,8 @@ impl RedlockBackend {
 /// answer keeps what it may have (it expires after the ttl, and a later
 /// round of the same acquisition re-grants its own leftover).
 async fn undo_round(inner: &Inner, keys: &LockKeys, owner: &str) {
-    let (lock, args): ([&str; 1], [&dyn conn::ToArg; 2]) =
-        ([keys.lock.as_str()], [&owner, &keys.channel]);
+    let args: [&dyn conn::ToArg; 2] = [&owner, &keys.channel];
+    let lock = keys.watched_lock();
     let call = ScriptCall::new("Redlock undo", &scripts().release, &lock, &args);
     inner.eval_on::<i64>(0..inner.nodes.len(), &call).await;
 }
@@ -146,8 +168,8 @@ async fn undo(inner: Arc<Inner>, keys: LockKeys, owner: String, ttl: Duration) {
     let mut retry = CleanupRetry::until(Instant::now() + ttl * 2 + Duration::from_secs(5));
     let mut pending: Vec<usize> = (0..inner.nodes.len()).collect();
     while !pending.is_empty() {
-        let (lock, args): ([&str; 1], [&dyn conn::ToArg; 2]) =
-            ([keys.lock.as_str()], [&owner, &keys.channel]);
+        let args: [&dyn conn::ToArg; 2] = [&owner, &keys.channel];
+        let lock = keys.watched_lock();
         let call = ScriptCall::new("Redlock undo", &scripts().release, &lock, &args);
         let outcomes = inner
             .eval_on::<i64>(pending.iter().copied(), &call.idempotent())

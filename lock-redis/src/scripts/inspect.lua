@@ -5,7 +5,7 @@
 --
 -- Reply: {value, pttl in ms (-1: no expiry)}; nil when the lock is free.
 --
--- redis-cli --eval inspect.lua lock
+-- redis-cli --eval <(cat common.lua inspect.lua) lock
 
 local v = redis.call('GET', KEYS[1])
 if not v then return nil end

@@ -1,18 +1,13 @@
 -- renew_many: resets the expiry of every lock still ours, in one call.
 --
--- KEYS[i]    a lock: "<token> <owner>"
+-- KEYS[i]    a lock: "<token> <owner>" (then "\n<value>" if it has one)
 -- ARGV[1]    ttl, ms
 -- ARGV[i+1]  the owner that must hold KEYS[i]
 --
 -- Reply: one integer per key: 1 if the lock is still ours (its expiry
 -- reset to ttl), 0 if it is gone or someone else's.
 --
--- redis-cli --eval renew_many.lua lock-a lock-b , 30000 me me
-
-local function owner_of(v)
-  local i = v and string.find(v, ' ', 1, true)
-  return i and string.sub(v, i + 1) or nil
-end
+-- redis-cli --eval <(cat common.lua renew_many.lua) lock-a lock-b , 30000 me me
 
 local renewed = {}
 for i, key in ipairs(KEYS) do

@@ -1,5 +1,14 @@
 //! What the tests of this crate share.
 
+#![allow(dead_code)] // not every test binary uses everything
+
+pub(crate) mod helper;
+
+use std::fmt::Display;
+use std::time::Duration;
+
+use distlock_testkit::redis::TEST_TIMEOUTS;
+use distlock_testkit::{Server, ServerSpec};
 use lock_core::backend::open_store;
 use lock_core::{LockError, LockInfo, Locker};
 use lock_redis::RedisStore;
@@ -10,9 +19,22 @@ pub(crate) async fn connect(url: &str) -> Result<Locker, LockError> {
     open_store::<RedisStore>(url).await
 }
 
+/// The URL of the server at `addr`, with leases of `ttl`, keys in
+/// `namespace` and the tests' short timeouts.
+pub(crate) fn server_url(addr: impl Display, namespace: &str, ttl: Duration) -> String {
+    format!(
+        "redis://{addr}?ttl={}ms&namespace={namespace}&{TEST_TIMEOUTS}",
+        ttl.as_millis()
+    )
+}
+
+/// Starts the dedicated server `spec` describes.
+pub(crate) async fn start(spec: Result<ServerSpec, String>) -> Server {
+    spec.unwrap().start().await.unwrap()
+}
+
 /// The holder of `key` as `locker` sees it; panics with `why` where the
 /// lock is free.
-#[allow(dead_code)] // not every test binary looks
 pub(crate) async fn holder_of(locker: &Locker, key: &str, why: &str) -> LockInfo {
     locker.inspect(key).await.unwrap().expect(why)
 }

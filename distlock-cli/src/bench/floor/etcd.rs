@@ -62,6 +62,19 @@ impl FloorProbe for EtcdFloor {
         }
         Ok(())
     }
+
+    fn describe_round_trip(&self) -> String {
+        "get: 1 linearizable etcd read".to_owned()
+    }
+
+    async fn round_trip_once(&self, name: &LockName) -> Result<(), LockError> {
+        self.client
+            .kv_client()
+            .get(floor_key(name), None)
+            .await
+            .map_err(|e| error("floor probe: get", e))?;
+        Ok(())
+    }
 }
 
 /// Transport trouble and gRPC `Unavailable` are `Unavailable`, the rest

@@ -56,6 +56,22 @@ impl FloorProbe for FileFloor {
             )),
         }
     }
+
+    fn describe_round_trip(&self) -> String {
+        "stat".to_owned()
+    }
+
+    async fn round_trip_once(&self, name: &LockName) -> Result<(), LockError> {
+        let path = self.path(name);
+        match fs::metadata(&path) {
+            // A file not made yet answers the same one system call.
+            Err(error) if error.kind() != io::ErrorKind::NotFound => Err(LockError::backend(
+                format!("floor probe cannot stat `{}`: {error}", path.display()),
+                error,
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Open (creating it and its directory the first time), lock, unlock,
@@ -132,8 +148,11 @@ mod tests {
         let url = ::url::Url::from_directory_path(dir.path()).unwrap();
         let probe = super::super::open(url.as_str()).await.unwrap().unwrap();
         assert_eq!(probe.describe(), "open + flock + unlock + close");
+        assert_eq!(probe.describe_round_trip(), "stat");
         let name = LockName::parse("ns", "k").unwrap();
+        probe.round_trip_once(&name).await.unwrap();
         probe.lock_release_once(&name).await.unwrap();
+        probe.round_trip_once(&name).await.unwrap();
         assert!(dir
             .path()
             .join(FLOOR_DIR)

@@ -20,6 +20,23 @@
 //! | etcd      | txn(create_revision == 0 → put) + delete                |
 //! | ZooKeeper | create EPHEMERAL_SEQUENTIAL + delete                    |
 //! | memory    | none                                                    |
+//!
+//! Each floor also has a single raw round trip, the floor of the election
+//! benchmark's observe latency (a change reaches a watcher in no less):
+//!
+//! | store     | one raw round trip                                      |
+//! |-----------|---------------------------------------------------------|
+//! | file      | `stat` of the floor's lock file                         |
+//! | Redis     | `GET` (Redlock: on every master at once)                |
+//! | etcd      | range read (linearizable `get`)                         |
+//! | ZooKeeper | `exists`                                                |
+//!
+//! A store whose watches carry no data also has a raw recipe of the whole
+//! observe step ([`FloorProbe::open_notify`]):
+//!
+//! | store     | raw notify recipe                                       |
+//! |-----------|---------------------------------------------------------|
+//! | ZooKeeper | n sessions in `get_and_watch_data`, re-read on the watch |
 
 #[cfg(feature = "etcd")]
 mod etcd;
@@ -30,6 +47,7 @@ mod redis;
 mod zookeeper;
 
 use std::fmt::{self, Write as _};
+use std::time::Duration;
 
 use distlock::{LockError, LockName};
 use lock_core::backend::Store;
@@ -43,6 +61,37 @@ pub(crate) trait FloorProbe: Send + Sync + fmt::Debug {
     /// Runs the raw round trips of one uncontended lock+release on `name`.
     /// Fails where the raw lock is held by someone else.
     async fn lock_release_once(&self, name: &LockName) -> Result<(), LockError>;
+
+    /// What one raw round trip of [`round_trip_once`](Self::round_trip_once)
+    /// is, e.g. `GET`.
+    fn describe_round_trip(&self) -> String;
+
+    /// One raw round trip to the store about `name`, a read of the floor's
+    /// own key that changes nothing.
+    async fn round_trip_once(&self, name: &LockName) -> Result<(), LockError>;
+
+    /// The raw recipe of the observe step beside `name`: `observers`
+    /// watchers of their own, each on a connection of its own; `None` for
+    /// a store whose raw round trip is its floor already.
+    async fn open_notify(
+        &self,
+        _name: &LockName,
+        _observers: usize,
+    ) -> Result<Option<Box<dyn NotifyProbe>>, LockError> {
+        Ok(None)
+    }
+}
+
+/// Raw watchers of one key, and the raw change they wait for.
+#[async_trait::async_trait]
+pub(crate) trait NotifyProbe: Send + fmt::Debug {
+    /// What the recipe does.
+    fn describe(&self) -> String;
+
+    /// Makes one raw change; once every watcher has it, returns per
+    /// watcher the time from the change returning to (a) its watch firing
+    /// and (b) its having the new data (and watching again).
+    async fn notify_once(&mut self) -> Result<Vec<(Duration, Duration)>, LockError>;
 }
 
 /// A floor, boxed.

@@ -125,6 +125,24 @@ impl FloorProbe for RedisFloor {
         }
         Ok(())
     }
+
+    fn describe_round_trip(&self) -> String {
+        match self.conns.len() {
+            1 => "GET".to_owned(),
+            n => format!("GET on {n} masters in parallel"),
+        }
+    }
+
+    async fn round_trip_once(&self, name: &LockName) -> Result<(), LockError> {
+        let mut get = ::redis::cmd("GET");
+        get.arg(floor_key(name));
+        let get = &get;
+        let runs = self
+            .conns
+            .iter()
+            .map(|conn| async move { self.query::<Option<String>>(conn, get).await.map(drop) });
+        futures_util::future::try_join_all(runs).await.map(drop)
+    }
 }
 
 /// Network trouble is `Unavailable`, the rest `Backend`.
@@ -155,15 +173,17 @@ mod tests {
 
     #[tokio::test]
     async fn every_topology_opens_without_a_server() {
-        for (url, describe) in [
-            ("redis://127.0.0.1:1", "SET NX PX + DEL"),
+        for (url, describe, round_trip) in [
+            ("redis://127.0.0.1:1", "SET NX PX + DEL", "GET"),
             (
                 "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
                 "SET NX PX + DEL on 3 masters in parallel",
+                "GET on 3 masters in parallel",
             ),
         ] {
             let probe = super::super::open(url).await.unwrap().unwrap();
             assert_eq!(probe.describe(), describe);
+            assert_eq!(probe.describe_round_trip(), round_trip);
         }
     }
 }

@@ -1,13 +1,16 @@
 //! The ZooKeeper floor: create an EPHEMERAL_SEQUENTIAL node and delete
 //! it, the two round trips every ZooKeeper lock recipe makes at least, on
 //! a session of its own that the store's config opens as the store's
-//! (session timeout, digest auth, TLS), with the store's ACLs.
+//! (session timeout, digest auth, TLS), with the store's ACLs; and the raw
+//! watch + re-read recipe of the observe row ([`notify`]).
+
+mod notify;
 
 use distlock::{LockError, LockName};
 use lock_zookeeper::{ZkConfig, ZkStore};
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
-use super::{escape, Floor, FloorProbe, PAYLOAD};
+use super::{escape, Floor, FloorProbe, NotifyProbe, PAYLOAD};
 
 /// The floor's directory under the store's base. A namespace cannot
 /// contain `+`, so no real lock directory lies under it.
@@ -20,6 +23,7 @@ pub(super) async fn open(url: &str) -> Result<Floor, LockError> {
         client: config.connect().await?,
         dir: floor_dir(&config),
         acls: config.acls(),
+        config,
     }))
 }
 
@@ -34,6 +38,8 @@ struct ZkFloor {
     dir: String,
     /// The ACLs the store gives its nodes.
     acls: Acls<'static>,
+    /// What opens the raw watchers' sessions.
+    config: ZkConfig,
 }
 
 impl ZkFloor {
@@ -71,6 +77,27 @@ impl FloorProbe for ZkFloor {
             .delete(&format!("{prefix}{sequence}"), None)
             .await
             .map_err(|e| error("delete a floor node", e))
+    }
+
+    fn describe_round_trip(&self) -> String {
+        "exists".to_owned()
+    }
+
+    async fn round_trip_once(&self, name: &LockName) -> Result<(), LockError> {
+        self.client
+            .check_stat(&self.parent(name))
+            .await
+            .map(drop)
+            .map_err(|e| error("exists", e))
+    }
+
+    async fn open_notify(
+        &self,
+        name: &LockName,
+        observers: usize,
+    ) -> Result<Option<Box<dyn NotifyProbe>>, LockError> {
+        let probe = notify::open(&self.config, self.acls, &self.parent(name), observers).await?;
+        Ok(Some(Box::new(probe)))
     }
 }
 

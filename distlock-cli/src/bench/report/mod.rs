@@ -4,6 +4,7 @@
 //! slower than the raw round trips, below 1 for throughput means it does
 //! fewer operations per second.
 
+mod election;
 mod hold;
 
 use std::fmt::Write as _;
@@ -12,10 +13,12 @@ use std::time::Duration;
 use distlock::Locker;
 use serde::Serialize;
 
+use super::election::ElectionResults;
 use super::measure::{Counts, Uncontended};
 use super::stats::{jain_index, Summary};
 use crate::url::StoreUrl;
 
+use election::ElectionJson;
 pub(crate) use hold::HoldReport;
 
 /// Where a bench ran: the first lines of either report.
@@ -71,6 +74,8 @@ pub(crate) struct BenchResults {
     setup: BenchReport,
     uncontended: Option<Latency>,
     handoff: Option<Latency>,
+    /// Failover and observe latency of leader election.
+    election: ElectionJson,
     throughput: Throughput,
     /// `null` when the backend has no floor probe.
     floor: Option<Floor>,
@@ -116,9 +121,11 @@ impl BenchReport {
         self,
         uncontended: &Uncontended,
         handoff: &[Duration],
+        election: &ElectionResults,
         ours: &Counts,
         floor_counts: Option<&Counts>,
     ) -> BenchResults {
+        let election = ElectionJson::new(election, self.probe.as_deref());
         let ours_latency = Latency::of(&uncontended.ours);
         let throughput = Throughput::of(ours);
         let floor = self.probe.clone().map(|probe| {
@@ -143,6 +150,7 @@ impl BenchReport {
             setup: self,
             uncontended: ours_latency,
             handoff: Latency::of(handoff),
+            election,
             throughput,
             floor,
         }
@@ -225,6 +233,7 @@ impl BenchResults {
             );
         }
         latency_row(&mut out, "handoff", self.handoff.as_ref());
+        self.election.table(&mut out);
 
         let _ = writeln!(
             out,
@@ -350,6 +359,7 @@ mod tests {
         setup.with_results(
             &uncontended,
             &[Duration::from_millis(1)],
+            &ElectionResults::default(),
             &counts,
             floor_counts.as_ref(),
         )

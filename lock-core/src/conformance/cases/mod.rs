@@ -1,15 +1,19 @@
 //! The cases. Each takes a [`LockerFactory`] and checks one behaviour the
 //! user relies on; assertion failures panic with what went wrong.
 
+mod election;
 mod exclusion;
 mod keys;
 mod lifecycle;
 mod loss;
+mod watch;
 
+pub use election::*;
 pub use exclusion::*;
 pub use keys::*;
 pub use lifecycle::*;
 pub use loss::*;
+pub use watch::*;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,158 @@
+//! Cases about holder values and watches: values stored with the lock,
+//! and a watch that reports every change of holder, pushed by the store.
+
+use super::*;
+use crate::info::LockInfo;
+use crate::options::MAX_VALUE_LEN;
+use crate::watch::HolderWatch;
+
+/// The next state `watch` reports, failing the case if none comes within
+/// `within`.
+pub(super) async fn next_state(watch: &mut HolderWatch, within: Duration) -> Option<LockInfo> {
+    match tokio::time::timeout(within, watch.changed()).await {
+        Ok(state) => state,
+        Err(_) => panic!(
+            "the watch of `{}` reported nothing for {within:?}",
+            watch.key()
+        ),
+    }
+}
+
+/// A value stored with the lock comes back from `inspect` byte for byte
+/// (spaces, newlines, non-ASCII, the longest allowed); a longer one is
+/// refused before anything is sent, and `set_value` replaces it.
+pub async fn holder_values_round_trip(factory: &dyn LockerFactory) -> CaseResult {
+    let (_, a, b) = two_lockers(factory, "values", TTL).await?;
+    let mut longest = "é".repeat(MAX_VALUE_LEN / 2 - 1);
+    longest.push_str("\n!");
+    assert_eq!(longest.len(), MAX_VALUE_LEN);
+    for value in [
+        "10.0.0.7:8080",
+        "two words\nand a line",
+        "",
+        longest.as_str(),
+    ] {
+        let guard = a.lock_with("k", LockOptions::new().value(value)).await?;
+        assert_eq!(guard.value(), value);
+        let seen = b.inspect("k").await?.expect("held");
+        assert_eq!(seen.value, value, "inspect showed another value");
+        assert_eq!(seen.token, guard.token());
+        guard.set_value("replaced value").await?;
+        assert_eq!(b.inspect("k").await?.expect("held").value, "replaced value");
+        assert_eq!(guard.value(), "replaced value");
+        guard.release().await?;
+    }
+    let too_long = "x".repeat(MAX_VALUE_LEN + 1);
+    let refused = a
+        .lock_with("k", LockOptions::new().value(too_long.as_str()))
+        .await;
+    assert!(
+        matches!(refused, Err(LockError::InvalidValue { .. })),
+        "a {}-byte value was not refused: {refused:?}",
+        MAX_VALUE_LEN + 1
+    );
+    assert!(
+        b.inspect("k").await?.is_none(),
+        "a refused lock call took the lock"
+    );
+    let guard = a.lock("k").await?;
+    assert!(matches!(
+        guard.set_value(too_long).await,
+        Err(LockError::InvalidValue { .. })
+    ));
+    assert_eq!(b.inspect("k").await?.expect("held").value, "");
+    guard.release().await?;
+    Ok(Outcome::Passed)
+}
+
+/// A watch starts with the current holder, then reports an acquisition
+/// (with its token and value), a value change and a release, in order.
+pub async fn watch_reports_acquire_and_release(factory: &dyn LockerFactory) -> CaseResult {
+    let (_, a, b) = two_lockers(factory, "watch_plain", TTL).await?;
+    let mut watch = b.watch("k")?;
+    assert!(
+        next_state(&mut watch, SLACK).await.is_none(),
+        "a free lock was reported held"
+    );
+    let guard = a.lock_with("k", LockOptions::new().value("first")).await?;
+    let held = next_state(&mut watch, SLACK)
+        .await
+        .expect("the acquisition was not reported");
+    assert_eq!((held.token, held.value.as_str()), (guard.token(), "first"));
+    assert_eq!(held.owner, guard.owner().as_str());
+    guard.set_value("second").await?;
+    let changed = next_state(&mut watch, SLACK)
+        .await
+        .expect("the value change was reported as free");
+    assert_eq!(
+        (changed.token, changed.value.as_str()),
+        (guard.token(), "second")
+    );
+    guard.release().await?;
+    assert!(
+        next_state(&mut watch, SLACK).await.is_none(),
+        "the release was not reported"
+    );
+    // A watch started on a held lock starts with its holder.
+    let guard = a.lock("k").await?;
+    let mut late = b.watch("k")?;
+    let first = next_state(&mut late, SLACK)
+        .await
+        .expect("the holder was not reported");
+    assert_eq!(first.token, guard.token());
+    guard.release().await?;
+    assert!(next_state(&mut late, SLACK).await.is_none());
+    Ok(Outcome::Passed)
+}
+
+/// A lease that runs out is reported by the watch as a free lock, within
+/// the ttl and a margin, although the store announces nothing.
+pub async fn watch_reports_expiry(factory: &dyn LockerFactory) -> CaseResult {
+    let (settings, a, b) = two_lockers(factory, "watch_expiry", SHORT_TTL).await?;
+    if !a.capabilities().per_lock_expiry {
+        return Ok(Outcome::NotApplicable("per_lock_expiry"));
+    }
+    let mut watch = b.watch("k")?;
+    assert!(next_state(&mut watch, SLACK).await.is_none());
+    let guard = a.lock("k").await?;
+    let token = guard.token();
+    guard.leak();
+    let leaked_at = Instant::now();
+    let held = next_state(&mut watch, SLACK)
+        .await
+        .expect("the acquisition was not reported");
+    assert_eq!(held.token, token);
+    assert!(
+        next_state(&mut watch, settings.ttl + SLACK).await.is_none(),
+        "the expired holder was reported again"
+    );
+    assert!(
+        leaked_at.elapsed() + Duration::from_millis(100) >= settings.ttl,
+        "the lock was reported free after {:?}, before its ttl",
+        leaked_at.elapsed()
+    );
+    Ok(Outcome::Passed)
+}
+
+/// A lock removed from outside is reported free by the watch.
+pub async fn watch_reports_a_lock_taken_away(factory: &dyn LockerFactory) -> CaseResult {
+    let (_, a, b) = two_lockers(factory, "watch_taken", TTL).await?;
+    let guard = a.lock("k").await?;
+    let mut watch = b.watch("k")?;
+    let held = next_state(&mut watch, SLACK)
+        .await
+        .expect("the holder was not reported");
+    assert_eq!(held.token, guard.token());
+    let Some(taken) = factory.take_away(&b, "k").await else {
+        return Ok(Outcome::NotApplicable(
+            "force_release, or a factory that can take locks away",
+        ));
+    };
+    taken?;
+    assert!(
+        next_state(&mut watch, SLACK).await.is_none(),
+        "the removed lock was reported held"
+    );
+    drop(guard);
+    Ok(Outcome::Passed)
+}

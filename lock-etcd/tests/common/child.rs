@@ -1,0 +1,72 @@
+//! A run of this test binary as a child process: one ignored test, told
+//! what to do through an environment variable, reporting line by line on
+//! its stdout. For lock holders and leaders that must be paused or killed.
+
+use std::time::Duration;
+
+use distlock_testkit::{signal_group, spawn_child};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::mpsc;
+
+/// A child process and the lines it printed.
+pub(crate) struct Child {
+    child: std::process::Child,
+    pub(crate) lines: mpsc::UnboundedReceiver<String>,
+}
+
+impl Child {
+    /// Runs the ignored test `test` of this binary with `var=value` set.
+    pub(crate) async fn spawn(test: &str, var: &str, value: &str) -> Child {
+        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+        command
+            .args(["--exact", test, "--ignored", "--nocapture"])
+            .env(var, value)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        let mut child = spawn_child(command).await.expect("spawn the child");
+        let stdout = tokio::process::ChildStdout::from_std(child.stdout.take().unwrap()).unwrap();
+        let (tx, lines) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                let _ = tx.send(line);
+            }
+        });
+        Child { child, lines }
+    }
+
+    /// The child's pid, which is also its process group.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The next line starting with `prefix` (others skipped), its rest.
+    pub(crate) async fn expect(&mut self, prefix: &str) -> String {
+        let found = tokio::time::timeout(Duration::from_secs(20), async {
+            while let Some(line) = self.lines.recv().await {
+                if let Some(rest) = line.strip_prefix(prefix) {
+                    return rest.trim().to_owned();
+                }
+            }
+            panic!("the child exited before printing {prefix}");
+        });
+        found
+            .await
+            .unwrap_or_else(|_| panic!("no {prefix} from the child"))
+    }
+
+    /// The next line, failing if none comes within `within`.
+    pub(crate) async fn next_line(&mut self, within: Duration) -> String {
+        tokio::time::timeout(within, self.lines.recv())
+            .await
+            .expect("the child went silent")
+            .expect("the child exited")
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = signal_group(self.child.id(), libc::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
