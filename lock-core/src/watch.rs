@@ -61,13 +61,11 @@ impl HolderWatch {
     /// The next state: the current holder on the first call, then the
     /// holder after the next change. Waits as long as it takes.
     pub async fn changed(&mut self) -> Option<LockInfo> {
-        loop {
-            if let Some(state) = self.next().await {
-                return state;
-            }
+        match self.next().await {
+            Some(state) => state,
             // The store's stream ended, which none does; wait forever like a
             // watch with nothing left to report.
-            std::future::pending::<()>().await;
+            None => std::future::pending().await,
         }
     }
 
