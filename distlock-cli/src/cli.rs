@@ -95,9 +95,9 @@ the clients. Locks live in a fresh namespace `bench-<random>`.
 
 Leader election rows: failover after resign (resign() called -> the waiting \
 candidate's campaign() returns) against two raw round trips (the store's raw \
-lock+release); failover after a leader crash (a leaked lease, ttl 1 s; stores \
-with per-lock leases only, as elsewhere a leaked lock lasts as long as its \
-session); and observe latency (a change committed -> each of 16 observers \
+lock+release); failover after a leader crash (ttl 1 s: a leaked lease on stores \
+with per-lock leases, elsewhere a child `distlock elect` killed with SIGKILL); \
+and observe latency (a change committed -> each of 16 observers \
 notified, the slowest and each one) against one raw round trip.
 
 With --hold N it measures instead what holding locks costs the client: one locker \

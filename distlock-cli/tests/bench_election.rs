@@ -60,18 +60,15 @@ fn the_file_store_reports_failover_and_observe_beside_their_floors() {
     );
     assert_floor(&json, failover, 10, "open + flock + unlock + close");
 
-    // A leaked file lock lasts as long as its process: no crash row.
+    // A file lock lasts as long as its process: the crashed leader is a
+    // killed `distlock elect`, and its lock is free as soon as it is dead.
     let crash = &election["crash_failover"];
-    assert!(
-        crash["skipped"]
-            .as_str()
-            .is_some_and(|why| why.contains("no per-lock expiry")),
-        "{json}"
-    );
-    assert!(
-        crash["ours"].is_null() && crash["error"].is_null(),
-        "{json}"
-    );
+    assert_eq!(crash["crash"], "killed process", "{json}");
+    assert!(crash["error"].is_null(), "{json}");
+    assert_latency(&json, &crash["ours"], 3);
+    let p99 = crash["ours"]["p99_us"].as_f64().unwrap();
+    assert!(p99 < 1_000e3, "no ttl to wait for: {json}");
+    assert!(crash["beyond_ttl_p50_us"].is_null(), "{json}");
 
     let observe = &election["observe"];
     assert!(observe["error"].is_null(), "{json}");
@@ -99,10 +96,8 @@ fn memory_fails_over_after_a_crash_within_about_the_ttl() {
     let json = bench_json("mem://");
     let election = &json["election"];
     let crash = &election["crash_failover"];
-    assert!(
-        crash["skipped"].is_null() && crash["error"].is_null(),
-        "{json}"
-    );
+    assert!(crash["error"].is_null(), "{json}");
+    assert_eq!(crash["crash"], "leaked guard", "{json}");
     assert_eq!(crash["ttl_ms"], 1000);
     assert_latency(&json, &crash["ours"], 3);
     // Measured from the leak, a few milliseconds after the lease began:

@@ -9,7 +9,9 @@
 //! the largest counter value `M` of the masters that granted it, then
 //! raises the counter of every master that answered to at least `M` (and
 //! stamps `M` into its lock value) before it reports success; at least a
-//! majority must confirm. Any later holder's majority shares a master with
+//! majority must confirm. When every master granted with the same value
+//! (the masters are in step, as they are unless one missed a round) the
+//! raise would change nothing and is skipped. Any later holder's majority shares a master with
 //! that confirmed majority, whose counter was raised before the later
 //! holder could take the lock there, so the later token is larger. This
 //! holds while a master that restarts keeps its counters (AOF with

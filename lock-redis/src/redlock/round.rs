@@ -28,6 +28,14 @@ struct Tally {
     failed: usize,
 }
 
+impl Tally {
+    /// Whether all `n` masters granted the lock with the same counter
+    /// value, `token`: what a raise to `token` would leave behind.
+    fn in_step(&self, n: usize, token: u64) -> bool {
+        self.granted.len() == n && self.granted.iter().all(|&(_, t)| t == token)
+    }
+}
+
 impl RedlockBackend {
     /// One Redlock round; see the backend's module docs.
     pub(super) async fn attempt(
@@ -53,7 +61,13 @@ impl RedlockBackend {
         let n = inner.nodes.len();
         if tally.granted.len() >= inner.quorum {
             let token = tally.granted.iter().map(|&(_, t)| t).max().unwrap_or(0);
-            let raised = self.raise_all(keys, owner, token).await;
+            let raised = if tally.in_step(n, token) {
+                // Every master counts `token` and holds our lock stamped
+                // with it: the raise would change nothing.
+                n
+            } else {
+                self.raise_all(keys, owner, token).await
+            };
             let drift = clock_drift(request.ttl);
             if raised >= inner.quorum && started.elapsed() + drift < request.ttl {
                 undo_on_drop.disarm();

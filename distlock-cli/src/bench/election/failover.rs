@@ -1,11 +1,11 @@
-//! Failover: the next candidate leading after the leader resigns, and
-//! after the leader crashes.
+//! Failover after resign: the next candidate leading after the leader
+//! resigns; and the pieces the crash failover shares with it.
 
 use std::time::{Duration, Instant};
 
-use distlock::{Election, Leadership, LockError, LockOptions, Locker, LockerOptions};
+use distlock::{Election, Leadership, LockError, LockOptions, Locker};
 
-use super::{describe, floor_sample, more_samples, open, within, Crash, Failover, Task, PATIENCE};
+use super::{describe, floor_sample, more_samples, open, within, Failover, Task, PATIENCE};
 use crate::bench::floor::FloorProbe;
 use crate::bench::measure::WAITER_SETTLE;
 use crate::bench::Opener;
@@ -14,19 +14,14 @@ use crate::bench::Opener;
 const FAILOVER_KEY: &str = "bench/election-failover";
 /// Where its floor writes (the same shape, never the same key).
 const FLOOR_KEY: &str = "bench/election-failover-raw";
-/// The lease of the crash failover's lockers: what a crashed leader costs.
-pub(crate) const CRASH_TTL: Duration = Duration::from_secs(1);
-/// Crash failovers measured, all at once on elections of their own, so
-/// that the row costs one ttl, not one per sample.
-const CRASH_SAMPLES: usize = 3;
 /// Beyond a step's own wait, how long to give a store that ignores it.
 const SLACK: Duration = Duration::from_secs(5);
 
 /// A candidate campaigning in the background: when it led, and how.
-type Candidate = Task<(Instant, Result<Leadership, LockError>)>;
+pub(super) type Candidate = Task<(Instant, Result<Leadership, LockError>)>;
 
 /// Starts `election.campaign_with(value)`, waiting at most `wait`.
-fn candidate(election: &Election, value: String, wait: Duration) -> Candidate {
+pub(super) fn candidate(election: &Election, value: String, wait: Duration) -> Candidate {
     let election = election.clone();
     Task::spawn(async move {
         let led = election
@@ -37,7 +32,7 @@ fn candidate(election: &Election, value: String, wait: Duration) -> Candidate {
 }
 
 /// Waits for `candidate` to lead: its leadership and when it began.
-async fn led(
+pub(super) async fn led(
     mut candidate: Candidate,
     wait: Duration,
     after: &'static str,
@@ -103,79 +98,6 @@ pub(super) async fn after_resign(
         .map_err(|e| format!("resign: {}", describe(&e)))
 }
 
-/// The crash failover: skipped where a leaked lock never expires while
-/// its locker lives; else [`CRASH_SAMPLES`] concurrent samples.
-pub(super) async fn after_crash(opener: &Opener) -> Crash {
-    let mut crash = Crash::default();
-    let locker = match open(opener).await {
-        Ok(locker) => locker,
-        Err(error) => {
-            crash.error = Some(error);
-            return crash;
-        }
-    };
-    if !locker.capabilities().per_lock_expiry {
-        crash.skipped = Some(format!(
-            "the {} store has no per-lock expiry: a crashed leader's lock is freed when its \
-             session or process ends",
-            locker.backend_name()
-        ));
-        return crash;
-    }
-    let samples = (0..CRASH_SAMPLES).map(|i| crash_sample(opener, i));
-    for sample in futures_util::future::join_all(samples).await {
-        match sample {
-            Ok((from_leak, from_lease_start)) => {
-                crash.from_leak.push(from_leak);
-                crash.from_lease_start.push(from_lease_start);
-            }
-            Err(error) => {
-                crash.error.get_or_insert(error);
-            }
-        }
-    }
-    crash
-}
-
-/// One crash failover on an election of its own: a holder takes the lock
-/// with a [`CRASH_TTL`] lease, a candidate starts campaigning, the
-/// holder's guard is leaked. Returns the times from the leak and from the
-/// holder's lock call to the candidate leading.
-async fn crash_sample(opener: &Opener, sample: usize) -> Result<(Duration, Duration), String> {
-    let holder = short_lease(open(opener).await?);
-    let next = short_lease(open(opener).await?);
-    let key = format!("bench/election-crash-{sample}");
-    let lease_start = Instant::now();
-    let guard = holder
-        .lock_with(&key, LockOptions::new().value("crashed").wait(PATIENCE))
-        .await
-        .map_err(|e| format!("lock: {}", describe(&e)))?;
-    let wait = CRASH_TTL + PATIENCE;
-    let waiting = candidate(&election(&next, &key)?, "next".to_owned(), wait);
-    tokio::time::sleep(WAITER_SETTLE).await;
-    // Renewal stops and nothing is released, as if the process had died.
-    guard.leak();
-    let leaked = Instant::now();
-    let (led_at, leader) = led(waiting, wait, "the leader crashed").await?;
-    leader
-        .resign()
-        .await
-        .map_err(|e| format!("resign: {}", describe(&e)))?;
-    Ok((
-        led_at.saturating_duration_since(leaked),
-        led_at.saturating_duration_since(lease_start),
-    ))
-}
-
-/// `locker` with a [`CRASH_TTL`] lease.
-fn short_lease(locker: Locker) -> Locker {
-    let options = LockerOptions {
-        ttl: CRASH_TTL,
-        ..locker.options().clone()
-    };
-    locker.with_options(options)
-}
-
-fn election(locker: &Locker, name: &str) -> Result<Election, String> {
+pub(super) fn election(locker: &Locker, name: &str) -> Result<Election, String> {
     locker.election(name).map_err(|e| describe(&e))
 }

@@ -7,12 +7,13 @@
 //!   store's raw lock+release ([`FloorProbe::lock_release_once`]), two raw
 //!   round trips: the least a hand-over costs is the store telling the
 //!   candidate (half a round trip) and the candidate's own write.
-//! - Failover after a crash ([`failover::after_crash`]): a holder's guard
-//!   is leaked (renewal stops, nothing is released, as if its process had
-//!   died) while a candidate waits; from the leak to the candidate's
-//!   `campaign()` returning. Its floor is the ttl ([`CRASH_TTL`]); stores
-//!   without per-lock expiry free such a lock only when the holder's
-//!   session or process ends, and skip this row.
+//! - Failover after a crash ([`crash::after_crash`]): while a candidate
+//!   waits, the leader's guard is leaked (renewal stops, nothing is
+//!   released, as if its process had died) or, on stores whose locks last
+//!   as long as a session or process, the leader's `distlock elect`
+//!   process is killed; from the crash to the candidate's `campaign()`
+//!   returning. Its floor is the ttl ([`CRASH_TTL`]) where the store frees
+//!   the lock by expiry, none where the process's end frees it.
 //! - Observe latency ([`observe::observe`]): [`OBSERVERS`] observers, each
 //!   on its own locker (connection) unless the bench is `--shared`, wait
 //!   in `observe()`; a leader is elected or proclaims a new value, and
@@ -26,6 +27,7 @@
 //! whose candidates are never woken, fails its row with a message saying
 //! so (and the bench exits 1 after printing everything it measured).
 
+mod crash;
 mod failover;
 mod observe;
 #[cfg(test)]
@@ -39,7 +41,7 @@ use tokio::task::JoinHandle;
 use super::floor::FloorProbe;
 use super::Opener;
 
-pub(crate) use failover::CRASH_TTL;
+pub(crate) use crash::CRASH_TTL;
 pub(crate) use observe::OBSERVERS;
 
 /// Most samples of the resign failover and of the observe test.
@@ -66,16 +68,27 @@ pub(crate) struct Failover {
     pub(crate) error: Option<String>,
 }
 
+/// How the crash failover's leader crashes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum CrashKind {
+    /// Its guard is leaked in this process: the store has per-lock leases.
+    #[default]
+    LeakedGuard,
+    /// Its `distlock elect` process is killed: the store's locks last as
+    /// long as the session or process that took them.
+    KilledProcess,
+}
+
 /// The crash failover row.
 #[derive(Debug, Default)]
 pub(crate) struct Crash {
-    /// From the leak to the candidate leading.
-    pub(crate) from_leak: Vec<Duration>,
-    /// From the leaked holder's lock call (the start of its lease) to the
-    /// candidate leading: the ttl plus how late the store freed the lock.
+    pub(crate) kind: CrashKind,
+    /// From the crash (leak or kill) to the candidate leading.
+    pub(crate) from_crash: Vec<Duration>,
+    /// For leaked guards, from the holder's lock call (the start of its
+    /// lease) to the candidate leading: the ttl plus how late the store
+    /// freed the lock.
     pub(crate) from_lease_start: Vec<Duration>,
-    /// Why the row was not measured (the store has no per-lock expiry).
-    pub(crate) skipped: Option<String>,
     pub(crate) error: Option<String>,
 }
 
@@ -149,7 +162,7 @@ pub(crate) async fn run(
     row.error = failover::after_resign(opener, probe, budget, row)
         .await
         .err();
-    results.crash = failover::after_crash(opener).await;
+    results.crash = crash::after_crash(opener).await;
     let row = &mut results.observe;
     row.error = observe::observe(opener, probe, budget, PATIENCE, row)
         .await

@@ -90,11 +90,11 @@ async fn every_row_measures_on_memory() {
     assert_eq!(results.errors(), Vec::<String>::new());
     assert!(results.failover.ours.len() >= 10);
     assert!(results.failover.floor.is_empty(), "no probe, no floor");
-    assert_eq!(results.crash.skipped, None);
-    assert_eq!(results.crash.from_leak.len(), 3);
+    assert_eq!(results.crash.kind, super::CrashKind::LeakedGuard);
+    assert_eq!(results.crash.from_crash.len(), 3);
     for (leak, lease) in results
         .crash
-        .from_leak
+        .from_crash
         .iter()
         .zip(&results.crash.from_lease_start)
     {

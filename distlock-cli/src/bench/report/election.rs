@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{latency_row, ratio, short, times, Latency};
 use crate::bench::election::{
-    Crash, ElectionResults, Failover, Observe, RawNotify, CRASH_TTL, OBSERVERS,
+    Crash, CrashKind, ElectionResults, Failover, Observe, RawNotify, CRASH_TTL, OBSERVERS,
 };
 use crate::bench::stats::Summary;
 
@@ -36,19 +36,24 @@ struct FailoverJson {
     error: Option<String>,
 }
 
-/// From a leaked leader's guard to the waiting candidate leading.
+/// From a crashed leader to the waiting candidate leading.
 #[derive(Debug, Serialize)]
 struct CrashJson {
-    /// The leaked leader's lease: the floor of this row.
+    /// How the leader crashed: `"leaked guard"` (in process, on stores
+    /// with per-lock leases) or `"killed process"` (a `distlock elect`
+    /// child killed with SIGKILL, on stores whose locks last as long as a
+    /// session or process).
+    crash: &'static str,
+    /// The crashed leader's lease (or session) ttl: the floor of this row
+    /// where the store frees the lock by expiry.
     ttl_ms: u64,
-    /// Measured from the leak.
+    /// Measured from the crash.
     ours: Option<Latency>,
-    /// How long after its lease ended (its lock call + ttl) the candidate
-    /// led; negative would mean two leaders at once.
+    /// For leaked guards, how long after its lease ended (its lock call +
+    /// ttl) the candidate led; negative would mean two leaders at once.
+    /// `null` for killed processes, whose last renewal is not known here.
     beyond_ttl_p50_us: Option<f64>,
     beyond_ttl_p99_us: Option<f64>,
-    /// Why the row was not measured; `null` if it was.
-    skipped: Option<String>,
     error: Option<String>,
 }
 
@@ -127,11 +132,9 @@ impl ElectionJson {
         problem_row(out, "failed", failover.error.as_deref());
 
         let crash = &self.crash_failover;
-        if let Some(reason) = &crash.skipped {
-            let _ = writeln!(out, "  {:<24}{:>7}  {reason}", "failover (crash)", "n/a");
-        } else {
-            latency_row(out, "failover (crash)", crash.ours.as_ref());
-            let ttl = humantime::format_duration(Duration::from_millis(crash.ttl_ms));
+        latency_row(out, "failover (crash)", crash.ours.as_ref());
+        let ttl = humantime::format_duration(Duration::from_millis(crash.ttl_ms));
+        if crash.beyond_ttl_p50_us.is_some() {
             let _ = writeln!(
                 out,
                 "{:<33}{:>11}{:>11}",
@@ -139,6 +142,8 @@ impl ElectionJson {
                 signed_short(crash.beyond_ttl_p50_us),
                 signed_short(crash.beyond_ttl_p99_us),
             );
+        } else {
+            let _ = writeln!(out, "    {}, from its SIGKILL; ttl {ttl}", crash.crash);
         }
         problem_row(out, "failed", crash.error.as_deref());
 
@@ -172,11 +177,14 @@ impl CrashJson {
     fn new(crash: &Crash) -> Self {
         let since_lease = Summary::of(&crash.from_lease_start);
         Self {
+            crash: match crash.kind {
+                CrashKind::LeakedGuard => "leaked guard",
+                CrashKind::KilledProcess => "killed process",
+            },
             ttl_ms: u64::try_from(CRASH_TTL.as_millis()).unwrap_or(u64::MAX),
-            ours: Latency::of(&crash.from_leak),
+            ours: Latency::of(&crash.from_crash),
             beyond_ttl_p50_us: since_lease.map(|s| beyond(s.p50, CRASH_TTL)),
             beyond_ttl_p99_us: since_lease.map(|s| beyond(s.p99, CRASH_TTL)),
-            skipped: crash.skipped.clone(),
             error: crash.error.clone(),
         }
     }
@@ -299,9 +307,9 @@ mod tests {
                 error: None,
             },
             crash: Crash {
-                from_leak: ms([990, 995]),
+                kind: CrashKind::LeakedGuard,
+                from_crash: ms([990, 995]),
                 from_lease_start: ms([1003, 1004]),
-                skipped: None,
                 error: None,
             },
             observe: Observe {
@@ -331,7 +339,7 @@ mod tests {
         assert!(json["failover"]["error"].is_null());
         assert_eq!(json["crash_failover"]["ttl_ms"], 1000);
         assert_eq!(json["crash_failover"]["beyond_ttl_p50_us"], 3000.0);
-        assert!(json["crash_failover"]["skipped"].is_null());
+        assert_eq!(json["crash_failover"]["crash"], "leaked guard");
         assert_eq!(json["observe"]["observers"], 16);
         assert_eq!(json["observe"]["per_observer"]["n"], 4);
         assert_eq!(json["observe"]["p50_ratio"], 4.0);
@@ -373,24 +381,27 @@ mod tests {
             assert!(table.contains(part), "{part} missing in\n{table}");
         }
 
-        let mut skipped = results();
-        skipped.crash = Crash {
-            skipped: Some("no per-lock expiry".to_owned()),
+        let mut killed = results();
+        killed.crash = Crash {
+            kind: CrashKind::KilledProcess,
+            from_crash: ms([1, 2]),
             ..Crash::default()
         };
-        skipped.round_trip = None;
-        skipped.observe.raw_notify = None;
+        killed.round_trip = None;
+        killed.observe.raw_notify = None;
         let mut table = String::new();
-        ElectionJson::new(&skipped, None).table(&mut table);
+        ElectionJson::new(&killed, None).table(&mut table);
         assert!(
-            table
-                .lines()
-                .any(|l| l.contains("failover (crash)") && l.ends_with("n/a  no per-lock expiry")),
+            table.contains("failover (crash)")
+                && table.contains("killed process, from its SIGKILL; ttl 1s")
+                && !table.contains("past the ttl"),
             "{table}"
         );
         assert!(table.contains("(no raw floor)"), "{table}");
         assert!(!table.contains("raw watch"), "{table}");
-        let json = serde_json::to_value(ElectionJson::new(&skipped, None)).unwrap();
+        let json = serde_json::to_value(ElectionJson::new(&killed, None)).unwrap();
+        assert_eq!(json["crash_failover"]["crash"], "killed process");
+        assert!(json["crash_failover"]["beyond_ttl_p50_us"].is_null());
         assert!(json["observe"]["raw_notify_floor"].is_null());
         assert_eq!(signed_short(Some(-1500.0)), "-1.50ms");
     }
