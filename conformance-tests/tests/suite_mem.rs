@@ -20,5 +20,8 @@ async fn mem_declares_its_capabilities() {
     expected.per_lock_expiry = true;
     expected.force_release = true;
     expected.notified_wakeups = true;
+    expected.fifo = true;
+    expected.shared_locks = true;
+    expected.semaphores = true;
     assert_eq!(locker.capabilities(), expected);
 }

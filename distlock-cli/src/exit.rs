@@ -84,6 +84,8 @@ pub(crate) fn code_for(error: &LockError) -> i32 {
     match error {
         LockError::InvalidKey { .. }
         | LockError::InvalidValue { .. }
+        | LockError::InvalidLimit { .. }
+        | LockError::LimitMismatch { .. }
         | LockError::InvalidConfig { .. } => USAGE,
         LockError::Timeout { .. } => TEMPFAIL,
         LockError::Lost { .. } => LOST,

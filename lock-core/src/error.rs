@@ -12,6 +12,8 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 ///
 /// Variants are grouped by what the caller can do about them:
 /// fix the input ([`InvalidKey`](Self::InvalidKey),
+/// [`InvalidValue`](Self::InvalidValue), [`InvalidLimit`](Self::InvalidLimit),
+/// [`LimitMismatch`](Self::LimitMismatch),
 /// [`InvalidConfig`](Self::InvalidConfig)), decide whether to wait longer
 /// ([`Timeout`](Self::Timeout)), stop relying on the lock
 /// ([`Lost`](Self::Lost)), retry later ([`Unavailable`](Self::Unavailable)),
@@ -35,6 +37,29 @@ pub enum LockError {
     InvalidValue {
         /// What is wrong with the value.
         reason: String,
+    },
+    /// A semaphore limit outside 1 to
+    /// [`MAX_SEMAPHORE_LIMIT`](crate::MAX_SEMAPHORE_LIMIT); nothing was
+    /// sent to the store.
+    #[error(
+        "invalid semaphore limit {limit}: it must be 1 to {}",
+        crate::MAX_SEMAPHORE_LIMIT
+    )]
+    InvalidLimit {
+        /// The limit asked for.
+        limit: u32,
+    },
+    /// The semaphore's permits are held under another limit than the one
+    /// asked for; nothing was taken. Every user of a semaphore must agree
+    /// on its limit while any permit is held.
+    #[error("semaphore `{key}` is held with a limit of {stored} permits, not {asked}")]
+    LimitMismatch {
+        /// The semaphore's name.
+        key: String,
+        /// The limit its holders took their permits under.
+        stored: u32,
+        /// The limit of this request.
+        asked: u32,
     },
     /// A bad URL, option or value, or a backend that was not compiled in.
     #[error("invalid configuration: {reason}")]

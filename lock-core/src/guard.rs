@@ -11,6 +11,7 @@ use crate::backend::spawn_detached;
 use crate::backend::{AcquireRequest, Acquired};
 use crate::early_renewal::EarlyRenewal;
 use crate::error::LockError;
+use crate::info::HoldKind;
 use crate::key::LockName;
 use crate::loss::{LossReason, LossSignal};
 use crate::owner::OwnerId;
@@ -36,6 +37,7 @@ pub struct LockGuard {
     name: LockName,
     owner: OwnerId,
     token: FencingToken,
+    kind: HoldKind,
     value: Mutex<String>,
     backend: &'static str,
     lease: Arc<Lease>,
@@ -59,6 +61,7 @@ impl LockGuard {
             owner,
             ttl,
             value,
+            kind,
             loss: reporter,
             ..
         } = request;
@@ -86,6 +89,7 @@ impl LockGuard {
             name,
             owner,
             token: acquired.token,
+            kind,
             value: Mutex::new(value),
             backend,
             lease,
@@ -116,6 +120,12 @@ impl LockGuard {
     /// lock.
     pub fn token(&self) -> FencingToken {
         self.token
+    }
+
+    /// How this guard holds its name: the lock alone (a lock, leadership
+    /// or write lock), a read lock, or a semaphore's permit.
+    pub fn kind(&self) -> HoldKind {
+        self.kind
     }
 
     /// The value stored with the lock by this holder (empty if none).
@@ -243,6 +253,7 @@ impl fmt::Debug for LockGuard {
             .field("name", &self.name)
             .field("owner", &self.owner)
             .field("token", &self.token)
+            .field("kind", &self.kind)
             .field("held", &self.is_held())
             .finish()
     }

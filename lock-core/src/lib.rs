@@ -53,6 +53,8 @@ pub mod memory;
 mod options;
 mod owner;
 mod renewal;
+mod rwlock;
+mod semaphore;
 mod token;
 pub mod url;
 mod watch;
@@ -63,13 +65,16 @@ pub mod conformance;
 pub use election::{Election, LeaderInfo, LeaderWatch, Leadership};
 pub use error::{LockError, Result};
 pub use guard::LockGuard;
-pub use info::LockInfo;
+pub use info::{HoldKind, LockInfo};
 pub use key::{LockKey, LockName, Namespace, DEFAULT_NAMESPACE, MAX_KEY_LEN, MAX_NAMESPACE_LEN};
 pub use locker::Locker;
 pub use loss::{LossReason, LossSignal};
 pub use options::{
-    LockOptions, LockerOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TTL, MAX_VALUE_LEN, MIN_TTL,
+    LockOptions, LockerOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TTL, MAX_SEMAPHORE_LIMIT,
+    MAX_VALUE_LEN, MIN_TTL,
 };
 pub use owner::OwnerId;
+pub use rwlock::RwLock;
+pub use semaphore::Semaphore;
 pub use token::FencingToken;
 pub use watch::HolderWatch;

@@ -6,16 +6,18 @@ use std::time::Instant;
 
 use tracing::Instrument;
 
-use crate::backend::{AcquireRequest, Backend, Capabilities, WaitMode};
+use crate::backend::{AcquireRequest, Backend, Capabilities, Primitive, WaitMode};
 use crate::early_renewal::EarlyRenewal;
 use crate::election::Election;
 use crate::error::LockError;
 use crate::guard::LockGuard;
-use crate::info::LockInfo;
+use crate::info::{HoldKind, LockInfo};
 use crate::key::{LockKey, LockName, Namespace};
 use crate::loss::loss_channel;
 use crate::options::{LockOptions, LockerOptions, WaitLimit};
 use crate::owner::OwnerId;
+use crate::rwlock::RwLock;
+use crate::semaphore::Semaphore;
 use crate::watch::HolderWatch;
 
 /// Takes locks in one store and namespace.
@@ -113,12 +115,33 @@ impl Locker {
 
     /// Takes `key` if it is free now; `Ok(None)` if someone holds it.
     pub async fn try_lock(&self, key: &str) -> Result<Option<LockGuard>, LockError> {
-        self.acquire(key, WaitMode::Try, true, String::new()).await
+        self.try_take(key, HoldKind::Exclusive).await
     }
 
     /// Takes `key` with per-call options. A zero wait makes one attempt and
     /// fails with [`LockError::Timeout`] if the lock is held.
     pub async fn lock_with(&self, key: &str, options: LockOptions) -> Result<LockGuard, LockError> {
+        self.take(key, options, HoldKind::Exclusive).await
+    }
+
+    /// Takes a hold of `kind` on `key` if one is free now.
+    pub(crate) async fn try_take(
+        &self,
+        key: &str,
+        kind: HoldKind,
+    ) -> Result<Option<LockGuard>, LockError> {
+        self.acquire(key, WaitMode::Try, true, String::new(), kind)
+            .await
+    }
+
+    /// Takes a hold of `kind` on `key` with per-call options; see
+    /// [`lock_with`](Self::lock_with).
+    pub(crate) async fn take(
+        &self,
+        key: &str,
+        options: LockOptions,
+        kind: HoldKind,
+    ) -> Result<LockGuard, LockError> {
         let wait = match options.wait {
             WaitLimit::Default => self.options.wait,
             WaitLimit::Forever => None,
@@ -131,7 +154,7 @@ impl Locker {
             None => WaitMode::Forever,
         };
         match self
-            .acquire(key, mode, options.auto_renew, options.value)
+            .acquire(key, mode, options.auto_renew, options.value, kind)
             .await?
         {
             Some(guard) => Ok(guard),
@@ -174,6 +197,64 @@ impl Locker {
         self.backend.force_release(&name).await
     }
 
+    /// The semaphore called `name`: at most `limit` (1 to
+    /// [`MAX_SEMAPHORE_LIMIT`](crate::MAX_SEMAPHORE_LIMIT)) permits held
+    /// at once, with this locker's store, namespace and ttl. Names follow
+    /// the key rules; a semaphore is a separate object from the lock of
+    /// the same name. Fails on a bad name or limit, or with
+    /// [`LockError::NotSupported`] where the store has no semaphores
+    /// ([`Capabilities::semaphores`]).
+    pub fn semaphore(&self, name: &str, limit: u32) -> Result<Semaphore, LockError> {
+        LockKey::new(name)?;
+        self.check_kind(HoldKind::Permit { limit })?;
+        Ok(Semaphore::new(self.clone(), name.to_owned(), limit))
+    }
+
+    /// The read-write lock called `name`, with this locker's store,
+    /// namespace and ttl. It is the lock of the same name: its write side
+    /// is what [`lock`](Self::lock) takes, and its readers exclude plain
+    /// locks as they exclude writers. Fails on a bad name, or with
+    /// [`LockError::NotSupported`] where the store has no shared locks
+    /// ([`Capabilities::shared_locks`]).
+    pub fn rwlock(&self, name: &str) -> Result<RwLock, LockError> {
+        LockKey::new(name)?;
+        self.check_kind(HoldKind::Shared)?;
+        Ok(RwLock::new(self.clone(), name.to_owned()))
+    }
+
+    /// Every holder of `key`'s lock: its exclusive holder, or every reader.
+    pub(crate) async fn holders(
+        &self,
+        key: &str,
+        primitive: Primitive,
+    ) -> Result<Vec<LockInfo>, LockError> {
+        let name = self.name(key)?;
+        self.backend.holders(&name, primitive).await
+    }
+
+    /// Refuses what the store cannot take, before anything is sent: read
+    /// locks without [`Capabilities::shared_locks`], permits without
+    /// [`Capabilities::semaphores`] or with a limit out of range.
+    fn check_kind(&self, kind: HoldKind) -> Result<(), LockError> {
+        let caps = self.backend.capabilities();
+        match kind {
+            HoldKind::Exclusive => Ok(()),
+            HoldKind::Shared if caps.shared_locks => Ok(()),
+            HoldKind::Shared => Err(LockError::not_supported(
+                self.backend.name(),
+                "read-write locks",
+            )),
+            HoldKind::Permit { limit } => {
+                crate::options::check_limit(limit)?;
+                if caps.semaphores {
+                    Ok(())
+                } else {
+                    Err(LockError::not_supported(self.backend.name(), "semaphores"))
+                }
+            }
+        }
+    }
+
     /// The full name of `key` in this locker's namespace.
     pub fn name(&self, key: &str) -> Result<LockName, LockError> {
         Ok(LockName::new(
@@ -188,9 +269,11 @@ impl Locker {
         wait: WaitMode,
         auto_renew: bool,
         value: String,
+        kind: HoldKind,
     ) -> Result<Option<LockGuard>, LockError> {
         let name = self.name(key)?;
         crate::options::check_value(&value)?;
+        self.check_kind(kind)?;
         let (reporter, signal) = loss_channel();
         let request = AcquireRequest {
             name,
@@ -198,6 +281,7 @@ impl Locker {
             ttl: self.options.ttl,
             wait,
             value,
+            kind,
             loss: reporter,
         };
         let span = tracing::debug_span!(

@@ -10,6 +10,8 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 pub const MIN_TTL: Duration = Duration::from_millis(30);
 /// The longest holder value accepted, in bytes of UTF-8.
 pub const MAX_VALUE_LEN: usize = 4096;
+/// The largest semaphore limit accepted.
+pub const MAX_SEMAPHORE_LIMIT: u32 = 1024;
 /// The connect timeout used when none is configured.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -110,6 +112,14 @@ impl LockOptions {
 }
 
 /// Checks the value rules: at most [`MAX_VALUE_LEN`] bytes.
+/// Checks a semaphore limit against 1 to [`MAX_SEMAPHORE_LIMIT`].
+pub(crate) fn check_limit(limit: u32) -> Result<(), crate::LockError> {
+    if limit == 0 || limit > MAX_SEMAPHORE_LIMIT {
+        return Err(crate::LockError::InvalidLimit { limit });
+    }
+    Ok(())
+}
+
 pub(crate) fn check_value(value: &str) -> Result<(), crate::LockError> {
     if value.len() > MAX_VALUE_LEN {
         return Err(crate::LockError::InvalidValue {

@@ -36,6 +36,14 @@
 //! * The holder's value ([`AcquireRequest::value`],
 //!   [`HeldLock::set_value`]) is stored with the lock and reported by
 //!   [`Backend::inspect`] and [`Backend::watch`].
+//! * [`AcquireRequest::kind`] says what to take: the name's lock alone, a
+//!   shared (read) hold of it, or one of its semaphore's permits. lock-core
+//!   sends the last two only to stores whose [`Capabilities`] declare
+//!   [`shared_locks`](Capabilities::shared_locks) or
+//!   [`semaphores`](Capabilities::semaphores); such stores also list every
+//!   holder in [`Backend::holders`]. Tokens of a name's lock (plain, read
+//!   and write holds alike) come from one counter, its semaphore's from
+//!   another.
 //! * [`Backend::watch`] is pushed by the store's notifications, never a
 //!   polling loop where the store can notify; [`holder_stream`] is the
 //!   shared loop around a store's [`HolderSource`].
@@ -52,6 +60,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::error::LockError;
+pub use crate::info::HoldKind;
 use crate::info::LockInfo;
 use crate::key::LockName;
 use crate::owner::OwnerId;
@@ -88,8 +97,27 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError>;
 
     /// Who holds `name` now (with the holder's value), or `None` if it is
-    /// free.
+    /// free. Where readers hold the lock, one of them (stores with
+    /// [`Capabilities::shared_locks`]).
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError>;
+
+    /// Every holder of `name`'s lock (the exclusive holder, or every
+    /// reader) or, for [`Primitive::Semaphore`], of its semaphore's
+    /// permits, in the order they took it where the store knows it.
+    ///
+    /// The default serves stores with exclusive locks only: the lock's
+    /// holder from [`inspect`](Self::inspect), and
+    /// [`LockError::NotSupported`] for semaphores.
+    async fn holders(
+        &self,
+        name: &LockName,
+        primitive: Primitive,
+    ) -> Result<Vec<LockInfo>, LockError> {
+        match primitive {
+            Primitive::Lock => Ok(self.inspect(name).await?.into_iter().collect()),
+            Primitive::Semaphore => Err(LockError::not_supported(self.name(), "semaphores")),
+        }
+    }
 
     /// The holder of `name` now and after every change, pushed by the
     /// store; see [`HolderStream`]. Nothing is sent to the store until the
@@ -175,6 +203,22 @@ capabilities! {
     fifo: Fifo,
     /// The store is reached over a network and can become unreachable.
     remote: Remote,
+    /// Read locks ([`HoldKind::Shared`]) share a name's lock with each
+    /// other and never with an exclusive holder, and a waiting exclusive
+    /// request is not overtaken by read requests made after it.
+    shared_locks: SharedLocks,
+    /// Semaphores ([`HoldKind::Permit`]): at most `limit` permits held at
+    /// once, the limit stored with the semaphore.
+    semaphores: Semaphores,
+}
+
+/// Which object of a name [`Backend::holders`] lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Primitive {
+    /// The name's lock: its exclusive holder or its readers.
+    Lock,
+    /// The name's semaphore: its permit holders.
+    Semaphore,
 }
 
 /// How long an acquire call may wait.
@@ -217,6 +261,13 @@ pub struct AcquireRequest {
     /// The value to store with the lock (empty: none); at most
     /// [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN) bytes, checked by lock-core.
     pub value: String,
+    /// What to take: the name's lock alone, a shared (read) hold of it, or
+    /// one of its semaphore's permits. lock-core sends
+    /// [`HoldKind::Shared`] only to stores with
+    /// [`Capabilities::shared_locks`] and [`HoldKind::Permit`] (with a
+    /// limit of 1 to [`MAX_SEMAPHORE_LIMIT`](crate::MAX_SEMAPHORE_LIMIT))
+    /// only to stores with [`Capabilities::semaphores`].
+    pub kind: HoldKind,
     /// Report the loss of the lock here once acquired.
     pub loss: LossReporter,
 }

@@ -92,6 +92,15 @@ macro_rules! __conformance_case_names {
             resign_hands_over_promptly,
             cancelled_campaign_leaves_nothing_behind,
             empty_election_has_no_leader,
+            semaphore_never_exceeds_its_limit,
+            semaphore_limit_mismatch_is_an_error,
+            vanished_permit_returns_after_ttl,
+            releasing_a_permit_lets_one_waiter_in,
+            readers_share_and_writers_exclude,
+            waiting_writer_is_not_overtaken_by_later_readers,
+            tokens_increase_across_read_and_write_guards,
+            cancelled_shared_requests_leave_nothing_behind,
+            lost_fires_for_read_locks_and_permits,
         );
     };
 }

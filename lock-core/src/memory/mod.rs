@@ -3,21 +3,28 @@
 //!
 //! Stores live for the life of the process and are shared by name: every
 //! `mem://jobs` locker of a process sees the same locks. Leases expire
-//! after the ttl like on a network store, tokens come from a per-key
-//! counter that is never reset, and releases wake waiters at once.
+//! after the ttl like on a network store, tokens come from a per-object
+//! counter that is never reset (a name's lock, shared by its readers and
+//! writers, and its semaphore count apart), and waiters are served in the
+//! order they asked: a release grants the queue's front for as long as it
+//! fits beside the holders and wakes exactly the waiters it let in.
 //! Nothing survives the process.
+
+mod table;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use tokio::sync::Notify;
 
-use crate::backend::Capability::{Expiry, ForceRelease, NotifiedWakeups, PerLockExpiry};
+use crate::backend::Capability::{
+    Expiry, Fifo, ForceRelease, NotifiedWakeups, PerLockExpiry, Semaphores, SharedLocks,
+};
 use crate::backend::{
-    acquire_with_retries, holder_stream, AcquireRequest, Acquired, Attempt, Backend, Backoff,
-    Capabilities, Change, HeldLock, HolderSource, HolderStream, LossReporter, Renewal,
-    Store as StorePlugin, TryAcquire, WakeRegistry, WakeSubscription,
+    holder_stream, AcquireRequest, Acquired, Backend, Capabilities, Change, HeldLock, HolderSource,
+    HolderStream, Primitive, Renewal, Store as StorePlugin, WakeRegistry, WakeSubscription,
 };
 use crate::error::LockError;
 use crate::info::LockInfo;
@@ -26,6 +33,7 @@ use crate::loss::LossReason;
 use crate::owner::OwnerId;
 use crate::token::FencingToken;
 use crate::url::StoreUrl;
+use table::{Admission, ObjectId, Table};
 
 /// URL scheme of the memory store.
 pub const MEMORY_SCHEME: &str = "mem";
@@ -79,41 +87,9 @@ pub struct MemoryBackend {
 #[derive(Debug, Default)]
 struct Shared {
     name: String,
-    state: Mutex<State>,
-    /// Wakes waiters when a lock is released.
-    wakes: WakeRegistry,
+    table: Mutex<Table>,
     /// Wakes watchers when a lock's holder or value changes.
     changes: WakeRegistry,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    locks: HashMap<LockName, Entry>,
-    counters: HashMap<LockName, u64>,
-}
-
-#[derive(Debug)]
-struct Entry {
-    owner: OwnerId,
-    token: FencingToken,
-    value: String,
-    expires_at: Instant,
-    reporter: LossReporter,
-}
-
-impl Entry {
-    fn live(&self, now: Instant) -> bool {
-        now < self.expires_at
-    }
-
-    fn info(&self, now: Instant) -> LockInfo {
-        LockInfo::new(
-            self.owner.as_str(),
-            self.token,
-            Some(self.expires_at.saturating_duration_since(now)),
-        )
-        .with_value(self.value.as_str())
-    }
 }
 
 impl MemoryBackend {
@@ -135,37 +111,59 @@ impl MemoryBackend {
         stores.insert(name.to_owned(), Arc::downgrade(&store));
         Self { store }
     }
-}
 
-impl MemoryBackend {
     /// The name this store is shared under.
     pub fn store_name(&self) -> &str {
         &self.store.name
     }
+
+    fn acquired(&self, request: &AcquireRequest, token: FencingToken, at: Instant) -> Acquired {
+        self.store.changed(&request.name);
+        Acquired {
+            token,
+            requested_at: at,
+            renewal: Renewal::Lease,
+            held: Box::new(MemoryHeld {
+                store: Arc::clone(&self.store),
+                id: ObjectId::of(&request.name, request.kind),
+                owner: request.owner.clone(),
+            }),
+        }
+    }
 }
 
 impl Shared {
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn table(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn wake_key(name: &LockName) -> String {
         name.to_string()
     }
 
-    /// The live holder of `name` and when its lease ends.
+    /// The first live holder of `name`'s lock and when its lease ends.
     fn holder(&self, name: &LockName) -> Option<(LockInfo, Instant)> {
-        let now = Instant::now();
-        self.state()
-            .locks
-            .get(name)
-            .filter(|e| e.live(now))
-            .map(|e| (e.info(now), e.expires_at))
+        let id = ObjectId::lock(name);
+        let table = self.table();
+        let first = table.holders(&id).into_iter().next()?;
+        let ends = Instant::now() + first.ttl_left.unwrap_or_default();
+        Some((first, ends))
     }
 
     /// Tells the watchers of `name` that its holder or value changed.
     fn changed(&self, name: &LockName) {
         self.changes.wake(&Shared::wake_key(name));
+    }
+
+    /// Wakes the waiters `woken` (granted in the table) and, if any hold
+    /// changed hands, the watchers of `id`.
+    fn woke(&self, id: &ObjectId, woken: Vec<Arc<Notify>>) {
+        for wake in woken {
+            wake.notify_one();
+        }
+        if !id.semaphore {
+            self.changed(&id.name);
+        }
     }
 }
 
@@ -176,15 +174,74 @@ impl Backend for MemoryBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::of(&[Expiry, PerLockExpiry, ForceRelease, NotifiedWakeups])
+        Capabilities::of(&[
+            Expiry,
+            PerLockExpiry,
+            ForceRelease,
+            NotifiedWakeups,
+            Fifo,
+            SharedLocks,
+            Semaphores,
+        ])
     }
 
+    /// Grants at once when the hold fits and nobody waits ahead; else
+    /// queues the request and waits to be granted by a release (which
+    /// wakes only the waiters it let in) or by the holders' lease end.
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
-        acquire_with_retries(self, request).await
+        let asked_at = Instant::now();
+        let admission = self.store.table().admit(request, request.wait.may_wait())?;
+        let (waiter, wake) = match admission {
+            Admission::Granted(token) => return Ok(Some(self.acquired(request, token, asked_at))),
+            Admission::Busy => return Ok(None),
+            Admission::Queued { waiter, wake } => (waiter, wake),
+        };
+        let mut ticket = Ticket {
+            store: Arc::clone(&self.store),
+            id: ObjectId::of(&request.name, request.kind),
+            waiter,
+            done: false,
+        };
+        loop {
+            let soonest_expiry = {
+                let mut table = self.store.table();
+                if let Some((token, granted_at)) = table.collect(&ticket.id, waiter) {
+                    ticket.done = true;
+                    drop(table);
+                    return Ok(Some(self.acquired(request, token, granted_at)));
+                }
+                table.soonest_expiry(&ticket.id)
+            };
+            match soonest_expiry {
+                Some(at) => {
+                    tokio::select! {
+                        () = wake.notified() => {}
+                        () = tokio::time::sleep_until(at.into()) => {
+                            // Nothing announces an expiry: let in whom it frees.
+                            let woken = self.store.table().dispatch(&ticket.id);
+                            self.store.woke(&ticket.id, woken);
+                        }
+                    }
+                }
+                None => wake.notified().await,
+            }
+        }
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         Ok(self.store.holder(name).map(|(info, _)| info))
+    }
+
+    async fn holders(
+        &self,
+        name: &LockName,
+        primitive: Primitive,
+    ) -> Result<Vec<LockInfo>, LockError> {
+        let id = ObjectId {
+            name: name.clone(),
+            semaphore: primitive == Primitive::Semaphore,
+        };
+        Ok(self.store.table().holders(&id))
     }
 
     fn watch(&self, name: &LockName) -> HolderStream {
@@ -197,93 +254,51 @@ impl Backend for MemoryBackend {
     }
 
     async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
-        let removed = self.store.state().locks.remove(name);
-        let Some(entry) = removed else {
-            return Ok(false);
-        };
-        entry.reporter.report(LossReason::TakenAway);
-        self.store.wakes.wake(&Shared::wake_key(name));
-        self.store.changed(name);
-        Ok(entry.live(Instant::now()))
+        let id = ObjectId::lock(name);
+        let (any_live, woken) = self.store.table().remove_all(&id);
+        self.store.woke(&id, woken);
+        Ok(any_live)
     }
 }
 
-#[async_trait]
-impl TryAcquire for MemoryBackend {
-    async fn watch_releases(&self, name: &LockName) -> Result<WakeSubscription, LockError> {
-        Ok(self.store.wakes.subscribe(&Shared::wake_key(name)))
-    }
+/// A queued request; dropping it before it is `done` withdraws the request
+/// (giving back the hold if it was granted meanwhile), so a cancelled
+/// acquire leaves nothing behind.
+struct Ticket {
+    store: Arc<Shared>,
+    id: ObjectId,
+    waiter: u64,
+    done: bool,
+}
 
-    async fn try_acquire_once(&self, request: &AcquireRequest) -> Result<Attempt, LockError> {
-        let now = Instant::now();
-        let mut state = self.store.state();
-        if let Some(holder) = state.locks.get(&request.name).filter(|e| e.live(now)) {
-            return Ok(Attempt::Held {
-                retry_after: Some(holder.expires_at - now),
-            });
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if !self.done {
+            let woken = self.store.table().withdraw(&self.id, self.waiter);
+            self.store.woke(&self.id, woken);
         }
-        let counter = state.counters.entry(request.name.clone()).or_insert(0);
-        *counter += 1;
-        let token = FencingToken::new(*counter);
-        let entry = Entry {
-            owner: request.owner.clone(),
-            token,
-            value: request.value.clone(),
-            expires_at: now + request.ttl,
-            reporter: request.loss.clone(),
-        };
-        if let Some(expired) = state.locks.insert(request.name.clone(), entry) {
-            expired.reporter.report(LossReason::ValidityExpired);
-        }
-        drop(state);
-        self.store.changed(&request.name);
-        Ok(Attempt::Acquired(Acquired {
-            token,
-            requested_at: now,
-            renewal: Renewal::Lease,
-            held: Box::new(MemoryHeld {
-                store: Arc::clone(&self.store),
-                name: request.name.clone(),
-                owner: request.owner.clone(),
-            }),
-        }))
-    }
-
-    fn poll_policy(&self) -> Backoff {
-        // Releases always wake waiters and expiry is covered by the
-        // holder's remaining lease: no polling needed.
-        Backoff::stop()
     }
 }
 
-/// One lock held in a memory store.
+/// One hold in a memory store.
 #[derive(Debug)]
 struct MemoryHeld {
     store: Arc<Shared>,
-    name: LockName,
+    id: ObjectId,
     owner: OwnerId,
 }
 
 impl MemoryHeld {
     fn lost(&self) -> LockError {
-        LockError::lost(self.name.key().as_str(), LossReason::RenewalRefused)
+        LockError::lost(self.id.name.key().as_str(), LossReason::RenewalRefused)
     }
-}
 
-impl MemoryHeld {
-    /// Owner-checked removal; true if the entry was ours.
+    /// Owner-checked removal; `None` if the hold was not ours any more,
+    /// else whether it was still live.
     fn remove_if_ours(&self) -> Option<bool> {
-        let now = Instant::now();
-        let mut state = self.store.state();
-        let ours = state.locks.get(&self.name)?.owner == self.owner;
-        if !ours {
-            return None;
-        }
-        let was_live = state.locks.remove(&self.name).is_some_and(|e| e.live(now));
-        drop(state);
-        self.store.wakes.wake(&Shared::wake_key(&self.name));
-        self.store.changed(&self.name);
-        Some(was_live)
+        let (live, woken) = self.store.table().remove(&self.id, &self.owner)?;
+        self.store.woke(&self.id, woken);
+        Some(live)
     }
 }
 
@@ -298,15 +313,12 @@ impl Drop for MemoryHeld {
 #[async_trait]
 impl HeldLock for MemoryHeld {
     async fn renew(&self, ttl: Duration) -> Result<(), LockError> {
-        let now = Instant::now();
-        let mut state = self.store.state();
-        match state.locks.get_mut(&self.name) {
-            Some(entry) if entry.owner == self.owner && entry.live(now) => {
-                entry.expires_at = now + ttl;
-                Ok(())
-            }
-            _ => Err(self.lost()),
-        }
+        let mut table = self.store.table();
+        let entry = table
+            .entry_mut(&self.id, &self.owner)
+            .ok_or_else(|| self.lost())?;
+        entry.expires_at = Instant::now() + ttl;
+        Ok(())
     }
 
     async fn release(&self) -> Result<(), LockError> {
@@ -317,17 +329,16 @@ impl HeldLock for MemoryHeld {
     }
 
     async fn set_value(&self, value: &str) -> Result<(), LockError> {
-        let now = Instant::now();
-        let mut state = self.store.state();
-        match state.locks.get_mut(&self.name) {
-            Some(entry) if entry.owner == self.owner && entry.live(now) => {
-                entry.value = value.to_owned();
-                drop(state);
-                self.store.changed(&self.name);
-                Ok(())
-            }
-            _ => Err(self.lost()),
+        let mut table = self.store.table();
+        let entry = table
+            .entry_mut(&self.id, &self.owner)
+            .ok_or_else(|| self.lost())?;
+        entry.value = value.to_owned();
+        drop(table);
+        if !self.id.semaphore {
+            self.store.changed(&self.id.name);
         }
+        Ok(())
     }
 }
 

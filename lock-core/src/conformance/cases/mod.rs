@@ -6,6 +6,8 @@ mod exclusion;
 mod keys;
 mod lifecycle;
 mod loss;
+mod rwlock;
+mod semaphore;
 mod watch;
 
 pub use election::*;
@@ -13,6 +15,8 @@ pub use exclusion::*;
 pub use keys::*;
 pub use lifecycle::*;
 pub use loss::*;
+pub use rwlock::*;
+pub use semaphore::*;
 pub use watch::*;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,0 +1,339 @@
+//! The memory store's state: per object (a name's lock, or its semaphore)
+//! the holders, the limit, and the queue of waiters, served in order.
+//!
+//! Every change that can let a waiter in (a release, an expiry found, a
+//! cancelled waiter) runs [`Table::dispatch`], which grants the queue's
+//! front for as long as it fits beside the holders and returns the
+//! waiters it granted, so that exactly those are woken.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use crate::backend::{AcquireRequest, LossReporter};
+use crate::error::LockError;
+use crate::info::{HoldKind, LockInfo};
+use crate::key::LockName;
+use crate::loss::LossReason;
+use crate::owner::OwnerId;
+use crate::token::FencingToken;
+
+/// A name's lock or its semaphore: separate objects with separate tokens.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct ObjectId {
+    pub(super) name: LockName,
+    pub(super) semaphore: bool,
+}
+
+impl ObjectId {
+    /// The object a hold of `kind` on `name` is taken in.
+    pub(super) fn of(name: &LockName, kind: HoldKind) -> Self {
+        Self {
+            name: name.clone(),
+            semaphore: kind.is_permit(),
+        }
+    }
+
+    /// The lock of `name`.
+    pub(super) fn lock(name: &LockName) -> Self {
+        Self {
+            name: name.clone(),
+            semaphore: false,
+        }
+    }
+}
+
+/// One hold.
+#[derive(Debug)]
+pub(super) struct Entry {
+    pub(super) owner: OwnerId,
+    pub(super) token: FencingToken,
+    pub(super) kind: HoldKind,
+    pub(super) value: String,
+    pub(super) expires_at: Instant,
+    reporter: LossReporter,
+}
+
+impl Entry {
+    pub(super) fn live(&self, now: Instant) -> bool {
+        now < self.expires_at
+    }
+
+    pub(super) fn info(&self, now: Instant) -> LockInfo {
+        LockInfo::new(
+            self.owner.as_str(),
+            self.token,
+            Some(self.expires_at.saturating_duration_since(now)),
+        )
+        .with_value(self.value.as_str())
+        .with_kind(self.kind)
+    }
+}
+
+/// What a hold asks for, kept while its request waits in the queue.
+#[derive(Debug)]
+struct Ask {
+    owner: OwnerId,
+    kind: HoldKind,
+    value: String,
+    ttl: Duration,
+    reporter: LossReporter,
+}
+
+impl Ask {
+    fn of(request: &AcquireRequest) -> Self {
+        Self {
+            owner: request.owner.clone(),
+            kind: request.kind,
+            value: request.value.clone(),
+            ttl: request.ttl,
+            reporter: request.loss.clone(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Waiter {
+    id: u64,
+    ask: Ask,
+    wake: Arc<Notify>,
+}
+
+#[derive(Debug, Default)]
+struct Object {
+    holders: Vec<Entry>,
+    queue: VecDeque<Waiter>,
+    /// Tokens of waiters granted but not yet collected, and when their
+    /// leases began, by waiter id.
+    granted: HashMap<u64, (FencingToken, Instant)>,
+    /// A semaphore's limit, stored while it has holders.
+    limit: Option<u32>,
+}
+
+impl Object {
+    /// Drops expired holders, telling each it lost its hold.
+    fn purge(&mut self, now: Instant) {
+        self.holders.retain(|entry| {
+            let live = entry.live(now);
+            if !live {
+                entry.reporter.report(LossReason::ValidityExpired);
+            }
+            live
+        });
+    }
+
+    /// Whether a hold of `kind` fits beside the current holders.
+    fn fits(&self, kind: HoldKind) -> bool {
+        match kind {
+            HoldKind::Exclusive => self.holders.is_empty(),
+            HoldKind::Shared => self.holders.iter().all(|h| h.kind == HoldKind::Shared),
+            HoldKind::Permit { limit } => self.holders.len() < limit as usize,
+        }
+    }
+
+    fn is_unused(&self) -> bool {
+        self.holders.is_empty() && self.queue.is_empty() && self.granted.is_empty()
+    }
+}
+
+/// How a request was met.
+#[derive(Debug)]
+pub(super) enum Admission {
+    /// Held now, with this token.
+    Granted(FencingToken),
+    /// Queued: wait on `wake`, then [`Table::collect`] with `waiter`.
+    Queued { waiter: u64, wake: Arc<Notify> },
+    /// Not free, and the request may not wait.
+    Busy,
+}
+
+/// Every object of one memory store.
+#[derive(Debug, Default)]
+pub(super) struct Table {
+    objects: HashMap<ObjectId, Object>,
+    /// Token counters, never reset.
+    counters: HashMap<ObjectId, u64>,
+    next_waiter: u64,
+}
+
+impl Table {
+    /// Grants `request` at once if it fits and nobody waits ahead of it;
+    /// else queues it if it may wait.
+    pub(super) fn admit(
+        &mut self,
+        request: &AcquireRequest,
+        may_wait: bool,
+    ) -> Result<Admission, LockError> {
+        let now = Instant::now();
+        let id = ObjectId::of(&request.name, request.kind);
+        let object = self.objects.entry(id.clone()).or_default();
+        object.purge(now);
+        if let HoldKind::Permit { limit } = request.kind {
+            match object.limit {
+                Some(stored) if stored != limit && !object.holders.is_empty() => {
+                    return Err(LockError::LimitMismatch {
+                        key: request.name.key().to_string(),
+                        stored,
+                        asked: limit,
+                    });
+                }
+                _ => object.limit = Some(limit),
+            }
+        }
+        if object.queue.is_empty() && object.fits(request.kind) {
+            let token = self.grant(&id, Ask::of(request), now);
+            return Ok(Admission::Granted(token));
+        }
+        if !may_wait {
+            self.forget_if_unused(&id);
+            return Ok(Admission::Busy);
+        }
+        self.next_waiter += 1;
+        let waiter = Waiter {
+            id: self.next_waiter,
+            ask: Ask::of(request),
+            wake: Arc::new(Notify::new()),
+        };
+        let wake = Arc::clone(&waiter.wake);
+        object.queue.push_back(waiter);
+        Ok(Admission::Queued {
+            waiter: self.next_waiter,
+            wake,
+        })
+    }
+
+    /// Grants the queue's front of `id` while it fits; returns the wake-ups
+    /// of the waiters granted.
+    pub(super) fn dispatch(&mut self, id: &ObjectId) -> Vec<Arc<Notify>> {
+        let now = Instant::now();
+        let mut woken = Vec::new();
+        while let Some(object) = self.objects.get_mut(id) {
+            object.purge(now);
+            let fits = object
+                .queue
+                .front()
+                .is_some_and(|w| object.fits(w.ask.kind));
+            if !fits {
+                break;
+            }
+            let waiter = object.queue.pop_front().expect("a front waiter");
+            let token = self.grant(id, waiter.ask, now);
+            self.objects
+                .get_mut(id)
+                .expect("the object just granted in")
+                .granted
+                .insert(waiter.id, (token, now));
+            woken.push(waiter.wake);
+        }
+        self.forget_if_unused(id);
+        woken
+    }
+
+    /// The token of `waiter` and the start of its lease, if it was granted
+    /// (it then holds).
+    pub(super) fn collect(
+        &mut self,
+        id: &ObjectId,
+        waiter: u64,
+    ) -> Option<(FencingToken, Instant)> {
+        self.objects.get_mut(id)?.granted.remove(&waiter)
+    }
+
+    /// Withdraws `waiter` (its call was dropped): out of the queue, or, if
+    /// it was granted meanwhile, its hold given back. Returns the wake-ups
+    /// of waiters this lets in.
+    pub(super) fn withdraw(&mut self, id: &ObjectId, waiter: u64) -> Vec<Arc<Notify>> {
+        let Some(object) = self.objects.get_mut(id) else {
+            return Vec::new();
+        };
+        object.queue.retain(|w| w.id != waiter);
+        if let Some((token, _)) = object.granted.remove(&waiter) {
+            object.holders.retain(|h| h.token != token);
+        }
+        self.dispatch(id)
+    }
+
+    /// The soonest end of a lease among the holders of `id`.
+    pub(super) fn soonest_expiry(&self, id: &ObjectId) -> Option<Instant> {
+        self.objects.get(id).and_then(soonest_expiry)
+    }
+
+    /// The live holders of `id`, oldest first.
+    pub(super) fn holders(&self, id: &ObjectId) -> Vec<LockInfo> {
+        let now = Instant::now();
+        self.objects.get(id).map_or_else(Vec::new, |object| {
+            object
+                .holders
+                .iter()
+                .filter(|e| e.live(now))
+                .map(|e| e.info(now))
+                .collect()
+        })
+    }
+
+    /// The live hold of `owner` in `id`.
+    pub(super) fn entry_mut(&mut self, id: &ObjectId, owner: &OwnerId) -> Option<&mut Entry> {
+        let now = Instant::now();
+        self.objects
+            .get_mut(id)?
+            .holders
+            .iter_mut()
+            .find(|e| &e.owner == owner && e.live(now))
+    }
+
+    /// Removes the hold of `owner` from `id`: `None` if it had none,
+    /// else whether it was still live, and the wake-ups this causes.
+    pub(super) fn remove(
+        &mut self,
+        id: &ObjectId,
+        owner: &OwnerId,
+    ) -> Option<(bool, Vec<Arc<Notify>>)> {
+        let object = self.objects.get_mut(id)?;
+        let at = object.holders.iter().position(|e| &e.owner == owner)?;
+        let live = object.holders.remove(at).live(Instant::now());
+        Some((live, self.dispatch(id)))
+    }
+
+    /// Removes every hold of `id`, telling each holder it was taken away.
+    /// Returns whether any was live, and the wake-ups this causes.
+    pub(super) fn remove_all(&mut self, id: &ObjectId) -> (bool, Vec<Arc<Notify>>) {
+        let now = Instant::now();
+        let Some(object) = self.objects.get_mut(id) else {
+            return (false, Vec::new());
+        };
+        let mut any_live = false;
+        for entry in object.holders.drain(..) {
+            any_live |= entry.live(now);
+            entry.reporter.report(LossReason::TakenAway);
+        }
+        (any_live, self.dispatch(id))
+    }
+
+    fn grant(&mut self, id: &ObjectId, ask: Ask, now: Instant) -> FencingToken {
+        let counter = self.counters.entry(id.clone()).or_insert(0);
+        *counter += 1;
+        let token = FencingToken::new(*counter);
+        let object = self.objects.entry(id.clone()).or_default();
+        object.holders.push(Entry {
+            owner: ask.owner,
+            token,
+            kind: ask.kind,
+            value: ask.value,
+            expires_at: now + ask.ttl,
+            reporter: ask.reporter,
+        });
+        token
+    }
+
+    fn forget_if_unused(&mut self, id: &ObjectId) {
+        if self.objects.get(id).is_some_and(Object::is_unused) {
+            self.objects.remove(id);
+        }
+    }
+}
+
+fn soonest_expiry(object: &Object) -> Option<Instant> {
+    object.holders.iter().map(|e| e.expires_at).min()
+}

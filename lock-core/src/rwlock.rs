@@ -1,0 +1,102 @@
+//! [`RwLock`]: a lock that many readers can share.
+
+use std::fmt;
+
+use crate::backend::Primitive;
+use crate::error::LockError;
+use crate::guard::LockGuard;
+use crate::info::{HoldKind, LockInfo};
+use crate::locker::Locker;
+use crate::options::LockOptions;
+
+/// A read-write lock, made by [`Locker::rwlock`]: many readers at once, or
+/// one writer alone.
+///
+/// It is the lock of its name: a writer holds exactly what
+/// [`Locker::lock`] takes, so plain locks and writers exclude each other
+/// and readers exclude both. A writer waiting for readers to leave is not
+/// overtaken by readers that ask after it. Every guard, read or write, is
+/// a [`LockGuard`] with a fencing token from the name's one strictly
+/// increasing counter, renewal in the background, a lost signal and
+/// release on drop.
+///
+/// ```
+/// # async fn demo() -> Result<(), lock_core::LockError> {
+/// let locks = lock_core::Locker::memory("rwlock-docs")?;
+/// let config = locks.rwlock("config")?;
+/// let a = config.read().await?;
+/// let b = config.read().await?;                     // readers share
+/// assert!(config.try_write().await?.is_none());     // a writer waits for both
+/// assert!(locks.try_lock("config").await?.is_none()); // so does a plain lock
+/// drop((a, b));
+/// let w = config.write().await?;
+/// assert!(config.try_read().await?.is_none());
+/// # drop(w);
+/// # Ok(()) }
+/// # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct RwLock {
+    locker: Locker,
+    name: String,
+}
+
+impl RwLock {
+    pub(crate) fn new(locker: Locker, name: String) -> Self {
+        Self { locker, name }
+    }
+
+    /// The lock's name (a lock key).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Takes a read lock, waiting as long as the locker's default wait.
+    pub async fn read(&self) -> Result<LockGuard, LockError> {
+        self.read_with(LockOptions::new()).await
+    }
+
+    /// Takes a read lock if no writer holds the lock or waits for it now.
+    pub async fn try_read(&self) -> Result<Option<LockGuard>, LockError> {
+        self.locker.try_take(&self.name, HoldKind::Shared).await
+    }
+
+    /// Takes a read lock with per-call options, as [`Locker::lock_with`].
+    pub async fn read_with(&self, options: LockOptions) -> Result<LockGuard, LockError> {
+        self.locker
+            .take(&self.name, options, HoldKind::Shared)
+            .await
+    }
+
+    /// Takes the write lock, waiting as long as the locker's default wait.
+    pub async fn write(&self) -> Result<LockGuard, LockError> {
+        self.write_with(LockOptions::new()).await
+    }
+
+    /// Takes the write lock if nobody holds the lock now.
+    pub async fn try_write(&self) -> Result<Option<LockGuard>, LockError> {
+        self.locker.try_take(&self.name, HoldKind::Exclusive).await
+    }
+
+    /// Takes the write lock with per-call options, as
+    /// [`Locker::lock_with`].
+    pub async fn write_with(&self, options: LockOptions) -> Result<LockGuard, LockError> {
+        self.locker
+            .take(&self.name, options, HoldKind::Exclusive)
+            .await
+    }
+
+    /// The writer, or every reader, holding the lock now.
+    pub async fn holders(&self) -> Result<Vec<LockInfo>, LockError> {
+        self.locker.holders(&self.name, Primitive::Lock).await
+    }
+}
+
+impl fmt::Debug for RwLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RwLock")
+            .field("name", &self.name)
+            .field("locker", &self.locker)
+            .finish()
+    }
+}
