@@ -64,9 +64,13 @@ lock_core::conformance_tests!(file_fsync, file_fsync_factory);
 
 /// flock(2) locks do not expire and cannot be broken, and other processes
 /// are not notified: the cases needing those report themselves not
-/// applicable. This pins the flags so none flips unnoticed.
+/// applicable. Read locks (`LOCK_SH`) and semaphores (slot files) it has.
+/// This pins the flags so none flips unnoticed.
 #[tokio::test]
 async fn file_declares_its_capabilities() {
     let locker = distlock::connect(&file_url()).await.unwrap();
-    assert_eq!(locker.capabilities(), Capabilities::default());
+    let mut expected = Capabilities::default();
+    expected.shared_locks = true;
+    expected.semaphores = true;
+    assert_eq!(locker.capabilities(), expected);
 }

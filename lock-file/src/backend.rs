@@ -10,17 +10,21 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use lock_core::backend::Capability::{Semaphores, SharedLocks};
 use lock_core::backend::{
     acquire_with_retries, holder_stream, AcquireRequest, Acquired, Attempt, Backend, Backoff,
-    Capabilities, HolderStream, Renewal, TryAcquire, WakeRegistry, WakeSubscription,
+    Capabilities, HolderStream, Primitive, Renewal, TryAcquire, WakeRegistry, WakeSubscription,
 };
-use lock_core::{FencingToken, LockError, LockInfo, LockName};
+use lock_core::{FencingToken, HoldKind, LockError, LockInfo, LockName};
 
+use crate::attempt::{attempt, Taken};
 use crate::config::{FileConfig, FILE_SCHEME};
 use crate::held::FileHeld;
-use crate::lockfile::{self, Attempted, Holder};
+use crate::lockfile::{self, Holder};
 use crate::names;
+use crate::permits;
 use crate::record::Record;
+use crate::shared::{self, WriterWaiting};
 use crate::watch::FileWatch;
 
 /// Mode of a lock directory created by [`FileBackend::open`].
@@ -174,15 +178,33 @@ impl Backend for FileBackend {
         FILE_SCHEME
     }
 
-    /// None of the flags: locks never expire (a dead process's locks are
-    /// freed by the kernel at once, a live holder's never), flock cannot be
-    /// broken, waiters in other processes poll, no order among waiters,
-    /// no network.
+    /// Shared locks and semaphores, nothing else: locks never expire (a
+    /// dead process's locks are freed by the kernel at once, a live
+    /// holder's never), flock cannot be broken, waiters in other processes
+    /// poll, no order among waiters, no network.
     fn capabilities(&self) -> Capabilities {
-        Capabilities::of(&[])
+        Capabilities::of(&[SharedLocks, Semaphores])
     }
 
+    /// An exclusive request that finds the lock taken marks the gate
+    /// while it waits, so readers asking after it wait behind it (see
+    /// [`crate::shared`]).
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
+        if request.kind != HoldKind::Exclusive || !request.wait.may_wait() {
+            return acquire_with_retries(self, request).await;
+        }
+        if let Attempt::Acquired(acquired) = self.try_acquire_once(request).await? {
+            return Ok(Some(acquired));
+        }
+        let path = self.lock_path(&request.name);
+        let _waiting = loop {
+            match WriterWaiting::try_mark(&path) {
+                Ok(Some(mark)) => break mark,
+                // A reader is stamping its token, for microseconds.
+                Ok(None) => tokio::time::sleep(POLL_INITIAL).await,
+                Err(e) => return Err(self.io_error("cannot mark the gate of", &path, e)),
+            }
+        };
         acquire_with_retries(self, request).await
     }
 
@@ -191,6 +213,38 @@ impl Backend for FileBackend {
     /// takes a shared lock to find out.
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         self.current_holder(&self.lock_path(name)).await
+    }
+
+    /// The lock's exclusive holder from its record, or its readers from
+    /// their own files; a semaphore's permits from their slots.
+    async fn holders(
+        &self,
+        name: &LockName,
+        primitive: Primitive,
+    ) -> Result<Vec<LockInfo>, LockError> {
+        let path = self.lock_path(name);
+        let listed = match primitive {
+            Primitive::Semaphore => permits::holders(&permits::permits_dir(&path))
+                .map(|(records, limit)| (records, HoldKind::Permit { limit })),
+            Primitive::Lock => match shared::held_exclusively(&path) {
+                Ok(true) => {
+                    return Ok(self.current_holder(&path).await?.into_iter().collect());
+                }
+                Ok(false) => shared::readers(&path).map(|records| (records, HoldKind::Shared)),
+                Err(error) => Err(error),
+            },
+        };
+        let (records, kind) =
+            listed.map_err(|e| self.io_error("cannot list the holders of", &path, e))?;
+        Ok(records
+            .into_iter()
+            .map(|record| {
+                let owner = record.owner.unwrap_or_else(|| UNKNOWN_OWNER.to_owned());
+                LockInfo::new(owner, FencingToken::new(record.token), None)
+                    .with_value(record.value)
+                    .with_kind(kind)
+            })
+            .collect())
     }
 
     /// Pushed by file system notifications on the lock file's directory;
@@ -206,43 +260,52 @@ impl TryAcquire for FileBackend {
         Ok(wakes().subscribe(&wake_key(&self.lock_path(name))))
     }
 
-    /// One `open` + `flock(LOCK_EX|LOCK_NB)` + token read/write. Without
-    /// `fsync` it runs inline with no await point, so it is never
-    /// interrupted half-way; with `fsync` it runs on the blocking pool, and
-    /// if the caller goes away the result (the locked file) is dropped,
-    /// which unlocks it.
+    /// One attempt ([`attempt`]): for a lock, `open` +
+    /// `flock(LOCK_EX|LOCK_NB)` + token read/write. Without `fsync` it runs
+    /// inline with no await point, so it is never interrupted half-way;
+    /// with `fsync` it runs on the blocking pool, and if the caller goes
+    /// away the result (the locked files) is dropped, which unlocks them.
     async fn try_acquire_once(&self, request: &AcquireRequest) -> Result<Attempt, LockError> {
         let requested_at = Instant::now();
         let path = self.lock_path(&request.name);
+        let kind = request.kind;
         let attempted = if self.config.fsync {
             let (path, owner, value) = (path.clone(), request.owner.clone(), request.value.clone());
-            tokio::task::spawn_blocking(move || {
-                lockfile::lock_and_stamp(&path, owner.as_str(), &value, true)
-            })
-            .await
-            .map_err(|e| LockError::backend("the lock attempt task failed", e))?
+            tokio::task::spawn_blocking(move || attempt(&path, kind, owner.as_str(), &value, true))
+                .await
+                .map_err(|e| LockError::backend("the lock attempt task failed", e))?
         } else {
-            lockfile::lock_and_stamp(&path, request.owner.as_str(), &request.value, false)
+            attempt(&path, kind, request.owner.as_str(), &request.value, false)
         };
         match attempted.map_err(|e| self.io_error("cannot lock", &path, e))? {
-            Attempted::Busy => {
-                tracing::debug!(path = %path.display(), "distlock: lock file busy");
+            Taken::Busy => {
+                tracing::debug!(path = %path.display(), kind = kind.as_str(), "distlock: busy");
                 Ok(Attempt::Held { retry_after: None })
             }
-            Attempted::Locked(locked, token) => {
-                tracing::debug!(path = %path.display(), token, "distlock: lock file locked");
+            Taken::Mismatch { stored } => Err(LockError::LimitMismatch {
+                key: request.name.key().to_string(),
+                stored,
+                asked: match kind {
+                    HoldKind::Permit { limit } => limit,
+                    _ => 0,
+                },
+            }),
+            Taken::Held(hold) => {
+                tracing::debug!(path = %hold.path.display(), token = hold.token, "distlock: locked");
                 Ok(Attempt::Acquired(Acquired {
-                    token: FencingToken::new(token),
+                    token: FencingToken::new(hold.token),
                     requested_at,
                     renewal: Renewal::Check {
                         interval: self.config.check_interval_for(request.ttl),
                     },
                     held: Box::new(FileHeld {
-                        path,
+                        path: hold.path,
                         key: request.name.key().to_string(),
                         owner: request.owner.clone(),
-                        token,
-                        file: Mutex::new(Some(locked)),
+                        token: hold.token,
+                        file: Mutex::new(Some(hold.file)),
+                        reader: Mutex::new(hold.reader),
+                        wake: wake_key(&path),
                     }),
                 }))
             }

@@ -11,6 +11,7 @@ use lock_core::{LockError, LossReason, OwnerId};
 
 use crate::backend::wakes;
 use crate::lockfile::LockedFile;
+use crate::shared::ReaderFile;
 
 /// A held lock: the locked file, until released or dropped.
 #[derive(Debug)]
@@ -24,6 +25,10 @@ pub(crate) struct FileHeld {
     pub(crate) token: u64,
     /// `None` once released.
     pub(crate) file: Mutex<Option<LockedFile>>,
+    /// A reader's own file (read locks only); removed on release.
+    pub(crate) reader: Mutex<Option<ReaderFile>>,
+    /// The wake-up key of the waiters this hold's release lets in.
+    pub(crate) wake: String,
 }
 
 impl FileHeld {
@@ -40,9 +45,14 @@ impl FileHeld {
     fn unlock(&self) -> Option<std::io::Result<bool>> {
         let locked = self.file().take()?;
         let stood = locked.still_stands(&self.path);
+        drop(self.reader().take());
         drop(locked);
-        wakes().wake(&crate::backend::wake_key(&self.path));
+        wakes().wake(&self.wake);
         Some(stood)
+    }
+
+    fn reader(&self) -> MutexGuard<'_, Option<ReaderFile>> {
+        self.reader.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -106,8 +116,12 @@ impl HeldLock for FileHeld {
             Ok(false) => return Err(self.lost(LossReason::TakenAway)),
             Err(error) => return Err(io_error("cannot check lock file", error)),
         }
-        locked
-            .write_record(self.token, self.owner.as_str(), value)
-            .map_err(|error| io_error("cannot write the value to lock file", error))
+        // A reader's value lives in its own file: the lock file's record
+        // is the last stamper's, which another reader may have been.
+        let written = match self.reader().as_mut() {
+            Some(reader) => reader.set_value(self.token, self.owner.as_str(), value),
+            None => locked.write_record(self.token, self.owner.as_str(), value),
+        };
+        written.map_err(|error| io_error("cannot write the value to lock file", error))
     }
 }

@@ -3,12 +3,15 @@
 #[cfg(not(unix))]
 compile_error!("lock-file needs a Unix system: it is built on flock(2)");
 
+mod attempt;
 mod backend;
 mod config;
 mod held;
 mod lockfile;
 mod names;
+mod permits;
 mod record;
+mod shared;
 mod watch;
 
 use std::path::{Path, PathBuf};

@@ -39,6 +39,23 @@ pub(crate) struct LockedFile {
 }
 
 impl LockedFile {
+    /// `file`, whose `flock` the caller holds, with a record covering
+    /// `len` bytes.
+    pub(crate) fn new(file: File, len: usize) -> Self {
+        Self { file, len }
+    }
+
+    /// The open file.
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Makes the next record cover at least `len` bytes (what the file
+    /// holds now).
+    pub(crate) fn set_len(&mut self, len: usize) {
+        self.len = len;
+    }
+
     /// Whether the lock file at `path` is still the one we locked: the
     /// path names our inode and the inode was not unlinked. A missing path
     /// (or a missing directory on the way) means it does not.
@@ -142,9 +159,9 @@ pub(crate) enum Holder {
     Unsettled,
 }
 
-/// Finds out whether the lock at `path` is held, and by whom. Takes
-/// `LOCK_SH|LOCK_NB` for an instant (an exclusive attempt elsewhere at that
-/// instant fails). A record read while a write copied it in is read again;
+/// Finds out whether the lock at `path` is held (by a writer or by
+/// readers), and by whom. Takes `LOCK_EX|LOCK_NB` for an instant (an
+/// attempt elsewhere at that instant fails). A record read while a write copied it in is read again;
 /// see [`crate::record`].
 pub(crate) fn holder(path: &Path) -> io::Result<Holder> {
     let file = match OpenOptions::new()
@@ -156,7 +173,7 @@ pub(crate) fn holder(path: &Path) -> io::Result<Holder> {
         Err(error) if is_missing(&error) => return Ok(Holder::Free),
         Err(error) => return Err(error),
     };
-    if flock(&file, libc::LOCK_SH | libc::LOCK_NB)? {
+    if flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
         flock(&file, libc::LOCK_UN)?;
         return Ok(Holder::Free);
     }
@@ -186,7 +203,7 @@ pub(crate) fn holder(path: &Path) -> io::Result<Holder> {
 
 /// Opens `path` read-write, creating it (mode [`FILE_MODE`]) and its
 /// directory if missing. Never follows a symlink at the last component.
-fn open_creating(path: &Path) -> io::Result<File> {
+pub(crate) fn open_creating(path: &Path) -> io::Result<File> {
     let open = || {
         OpenOptions::new()
             .read(true)
@@ -209,7 +226,7 @@ fn open_creating(path: &Path) -> io::Result<File> {
 }
 
 /// `flock(2)`; `Ok(false)` when a non-blocking request would block.
-fn flock(file: &File, operation: libc::c_int) -> io::Result<bool> {
+pub(crate) fn flock(file: &File, operation: libc::c_int) -> io::Result<bool> {
     loop {
         // SAFETY: the descriptor is open for as long as `file` lives.
         if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
@@ -256,7 +273,7 @@ fn read_all(file: &File) -> io::Result<Vec<u8>> {
 /// The token on the first line (`None`: empty file) and how many bytes of
 /// the file the next record should cover. One read into a buffer on the
 /// stack, plus an `fstat` only for a file too long for it.
-fn read_token(file: &File) -> io::Result<(Option<u64>, usize)> {
+pub(crate) fn read_token(file: &File) -> io::Result<(Option<u64>, usize)> {
     let mut buf = [0u8; FIRST_READ_LEN];
     let mut len = read_into(file, &mut buf)?;
     let token = record::parse_token(&buf[..len]).map_err(|_| no_token())?;
@@ -277,7 +294,7 @@ fn no_token() -> io::Error {
 }
 
 /// Whether `error` means the path (or a directory on it) does not exist.
-fn is_missing(error: &io::Error) -> bool {
+pub(crate) fn is_missing(error: &io::Error) -> bool {
     error.kind() == io::ErrorKind::NotFound || error.raw_os_error() == Some(libc::ENOTDIR)
 }
 
