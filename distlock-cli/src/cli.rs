@@ -130,6 +130,20 @@ pub struct RunArgs {
     #[arg(long, value_enum, value_name = "POLICY", default_value_t = OnLost::Kill)]
     pub on_lost: OnLost,
 
+    /// Take a read lock of KEY, shared with other --shared runs and
+    /// excluding plain ones (like `flock -s`); a plain run waiting for the
+    /// lock is not overtaken by --shared runs that come after it.
+    #[arg(long, conflicts_with = "permits")]
+    pub shared: bool,
+
+    /// Take one of N permits of the semaphore KEY (1 to 1024): at most N
+    /// such runs at once. Every run of KEY must give the same N while
+    /// permits are held. The semaphore is not the lock KEY: plain runs of
+    /// KEY do not wait for it.
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(distlock::MAX_SEMAPHORE_LIMIT)))]
+    pub permits: Option<u32>,
+
     /// --wait, --grace and CMD.
     #[command(flatten)]
     pub cmd: CmdArgs,
@@ -230,6 +244,11 @@ pub struct LeaderArgs {
 pub struct StatusArgs {
     /// The lock to look at.
     pub key: String,
+
+    /// Show the holders of the semaphore KEY's permits instead of the
+    /// lock KEY's holder or readers.
+    #[arg(long)]
+    pub permits: bool,
 
     /// Print one JSON object instead of text.
     #[arg(long)]

@@ -1,4 +1,5 @@
-//! `distlock run KEY -- CMD`: hold a lock while a command runs.
+//! `distlock run KEY -- CMD`: hold a lock (`--shared`: a read lock;
+//! `--permits N`: one of N permits) while a command runs.
 //!
 //! Loss policy: with `--on-lost kill` a lock known lost at any time while
 //! CMD ran — noticed while it ran, or only when the release finds the lock
@@ -17,14 +18,26 @@ use crate::url::StoreUrl;
 /// Takes the lock, runs CMD under it, releases it; returns the exit code.
 pub(crate) async fn run(store: &StoreUrl, args: RunArgs) -> Result<i32, Failure> {
     let key = &args.key;
+    let kind = match (args.shared, args.permits) {
+        (true, _) => Kind::ReadLock,
+        (false, Some(limit)) => Kind::Permit(limit),
+        (false, None) => Kind::Lock,
+    };
     let ended = supervise::run_held(
         store,
         key,
-        Kind::Lock,
+        kind,
         args.value,
         args.on_lost,
         &args.cmd,
-        |locker, options, value| async move { locker.lock_with(key, options.value(value)).await },
+        |locker, options, value| async move {
+            let options = options.value(value);
+            match kind {
+                Kind::ReadLock => locker.rwlock(key)?.read_with(options).await,
+                Kind::Permit(limit) => locker.semaphore(key, limit)?.acquire_with(options).await,
+                _ => locker.lock_with(key, options).await,
+            }
+        },
     )
     .await?;
     Ok(match (ended.lost, args.on_lost) {

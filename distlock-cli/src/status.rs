@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use distlock::LockInfo;
+use distlock::{HoldKind, LockInfo};
 use serde::Serialize;
 
 use crate::cli::StatusArgs;
@@ -10,7 +10,10 @@ use crate::exit::{Failure, SUCCESS};
 use crate::output;
 use crate::url::StoreUrl;
 
-/// The JSON shape of `status --json`; absent facts are `null`.
+/// The JSON shape of `status --json`; absent facts are `null`. `owner`,
+/// `token`, `value` and `ttl_left_ms` are the first holder's; `holders`
+/// lists every one (readers of a read lock, permit holders with
+/// `--permits`).
 #[derive(Debug, Serialize)]
 struct StatusJson<'a> {
     key: &'a str,
@@ -20,45 +23,95 @@ struct StatusJson<'a> {
     token: Option<u64>,
     value: Option<&'a str>,
     ttl_left_ms: Option<u64>,
+    /// `exclusive`, `shared` or `permit`; `null` when free.
+    kind: Option<&'static str>,
+    holders: Vec<HolderJson<'a>>,
 }
 
-/// Prints whether `KEY` is held and by whom. Exits 0 either way: a held
-/// lock is an answer, not an error.
+/// One holder in `status --json`.
+#[derive(Debug, Serialize)]
+struct HolderJson<'a> {
+    owner: &'a str,
+    token: u64,
+    value: &'a str,
+    ttl_left_ms: Option<u64>,
+    kind: &'static str,
+}
+
+impl<'a> HolderJson<'a> {
+    fn new(holder: &'a LockInfo) -> Self {
+        Self {
+            owner: &holder.owner,
+            token: holder.token.get(),
+            value: &holder.value,
+            ttl_left_ms: holder
+                .ttl_left
+                .map(|ttl| u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
+            kind: holder.kind.as_str(),
+        }
+    }
+}
+
+/// Prints whether `KEY` is held and by whom (every reader of a read lock;
+/// with `--permits`, every permit holder of the semaphore KEY). Exits 0
+/// either way: a held lock is an answer, not an error.
 pub(crate) async fn status(store: &StoreUrl, args: StatusArgs) -> Result<i32, Failure> {
     let locker = store.connect().await?;
-    let holder = locker
-        .inspect(&args.key)
-        .await
-        .map_err(|error| store.failure(error))?;
+    let holders = if args.permits {
+        locker.permit_holders(&args.key).await
+    } else {
+        locker.holders(&args.key).await
+    }
+    .map_err(|error| store.failure(error))?;
     let text = if args.json {
+        let listed: Vec<_> = holders.iter().map(HolderJson::new).collect();
+        let first = listed.first();
         let json = StatusJson {
             key: &args.key,
             namespace: locker.namespace().as_str(),
-            held: holder.is_some(),
-            owner: holder.as_ref().map(|h| h.owner.as_str()),
-            token: holder.as_ref().map(|h| h.token.get()),
-            value: holder.as_ref().map(|h| h.value.as_str()),
-            ttl_left_ms: holder
-                .as_ref()
-                .and_then(|h| h.ttl_left)
-                .map(|ttl| u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
+            held: first.is_some(),
+            owner: first.map(|h| h.owner),
+            token: first.map(|h| h.token),
+            value: first.map(|h| h.value),
+            ttl_left_ms: first.and_then(|h| h.ttl_left_ms),
+            kind: first.map(|h| h.kind),
+            holders: listed,
         };
         serde_json::to_string(&json).map_err(|e| Failure::other(e.to_string()))?
     } else {
-        describe(&args.key, holder.as_ref())
+        describe(&args.key, &holders)
     };
     output::line(&text)?;
     Ok(SUCCESS)
 }
 
-/// `KEY: free`, or `KEY: held by OWNER, token T, value "V", ttl left 2.3s`
+/// `KEY: free`; `KEY: held by OWNER, token T, value "V", ttl left 2.3s`
 /// (the value, if not empty, quoted with escapes so that it stays one
-/// line).
-fn describe(key: &str, holder: Option<&LockInfo>) -> String {
-    let Some(holder) = holder else {
-        return format!("{key}: free");
-    };
-    let mut text = format!("{key}: held by {}, token {}", holder.owner, holder.token);
+/// line); for readers and permits, a count and then one such line per
+/// holder.
+fn describe(key: &str, holders: &[LockInfo]) -> String {
+    match holders {
+        [] => format!("{key}: free"),
+        [one] if one.kind == HoldKind::Exclusive => format!("{key}: held by {}", details(one)),
+        many => {
+            let mut text = match many[0].kind {
+                HoldKind::Permit { limit } if limit > 0 => {
+                    format!("{key}: {} of {limit} permits held", many.len())
+                }
+                HoldKind::Permit { .. } => format!("{key}: {} permits held", many.len()),
+                _ => format!("{key}: read by {}", plural(many.len(), "reader")),
+            };
+            for holder in many {
+                text.push_str(&format!("\n  {}", details(holder)));
+            }
+            text
+        }
+    }
+}
+
+/// `OWNER, token T[, value "V"][, ttl left 2.3s]`.
+fn details(holder: &LockInfo) -> String {
+    let mut text = format!("{}, token {}", holder.owner, holder.token);
     if !holder.value.is_empty() {
         text.push_str(&format!(", value {:?}", holder.value));
     }
@@ -66,6 +119,14 @@ fn describe(key: &str, holder: Option<&LockInfo>) -> String {
         text.push_str(&format!(", ttl left {}", seconds(ttl)));
     }
     text
+}
+
+fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 fn seconds(duration: Duration) -> String {
@@ -79,25 +140,43 @@ mod tests {
 
     #[test]
     fn free_and_held_read_as_documented() {
-        assert_eq!(describe("jobs/a", None), "jobs/a: free");
+        assert_eq!(describe("jobs/a", &[]), "jobs/a: free");
         let with_ttl = LockInfo::new(
             "h/1/x",
             FencingToken::new(7),
             Some(Duration::from_millis(2345)),
         );
         assert_eq!(
-            describe("jobs/a", Some(&with_ttl)),
+            describe("jobs/a", std::slice::from_ref(&with_ttl)),
             "jobs/a: held by h/1/x, token 7, ttl left 2.3s"
         );
         let without_ttl = LockInfo::new("h/1/x", FencingToken::new(7), None);
-        assert_eq!(
-            describe("k", Some(&without_ttl)),
-            "k: held by h/1/x, token 7"
-        );
+        assert_eq!(describe("k", &[without_ttl]), "k: held by h/1/x, token 7");
         let with_value = with_ttl.with_value("10.0.0.7:80");
         assert_eq!(
-            describe("k", Some(&with_value)),
+            describe("k", &[with_value]),
             r#"k: held by h/1/x, token 7, value "10.0.0.7:80", ttl left 2.3s"#
+        );
+    }
+
+    #[test]
+    fn readers_and_permits_are_listed_one_per_line() {
+        let reader = |token| {
+            LockInfo::new("h/1/r", FencingToken::new(token), None).with_kind(HoldKind::Shared)
+        };
+        assert_eq!(
+            describe("cfg", &[reader(3)]),
+            "cfg: read by 1 reader\n  h/1/r, token 3"
+        );
+        assert_eq!(
+            describe("cfg", &[reader(3), reader(4).with_value("v")]),
+            "cfg: read by 2 readers\n  h/1/r, token 3\n  h/1/r, token 4, value \"v\""
+        );
+        let permit = LockInfo::new("h/1/p", FencingToken::new(9), None)
+            .with_kind(HoldKind::Permit { limit: 3 });
+        assert_eq!(
+            describe("pool", &[permit]),
+            "pool: 1 of 3 permits held\n  h/1/p, token 9"
         );
     }
 }

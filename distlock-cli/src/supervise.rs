@@ -35,6 +35,10 @@ const INSPECT_LIMIT: Duration = Duration::from_secs(2);
 pub(crate) enum Kind {
     /// A lock taken by `run`.
     Lock,
+    /// A read lock taken by `run --shared`.
+    ReadLock,
+    /// One of a semaphore's permits, taken by `run --permits N`.
+    Permit(u32),
     /// The leadership of an election, won by `elect`.
     Leadership,
 }
@@ -44,6 +48,8 @@ impl Kind {
     pub(crate) fn subject(self, key: &str) -> String {
         match self {
             Self::Lock => format!("lock {key:?}"),
+            Self::ReadLock => format!("read lock of {key:?}"),
+            Self::Permit(limit) => format!("a permit of {key:?} (of {limit})"),
             Self::Leadership => format!("leadership of {key:?}"),
         }
     }
@@ -146,13 +152,17 @@ async fn timed_out(
     wait: Duration,
 ) -> Failure {
     let (what, held, number) = match kind {
-        Kind::Lock => ("lock", "held", "token"),
+        Kind::Lock | Kind::ReadLock => ("lock", "held", "token"),
+        Kind::Permit(_) => ("semaphore", "held", "token"),
         Kind::Leadership => ("election", "led", "term"),
     };
-    let holder = match tokio::time::timeout(INSPECT_LIMIT, locker.inspect(key)).await {
-        Ok(Ok(Some(info))) => format!("is {held} by {} ({number} {})", info.owner, info.token),
-        Ok(Ok(None)) => format!("was {held} until just now"),
-        Ok(Err(_)) | Err(_) => format!("is {held}"),
+    let holder = match kind {
+        Kind::Permit(limit) => format!("has all {limit} permits held"),
+        _ => match tokio::time::timeout(INSPECT_LIMIT, locker.inspect(key)).await {
+            Ok(Ok(Some(info))) => format!("is {held} by {} ({number} {})", info.owner, info.token),
+            Ok(Ok(None)) => format!("was {held} until just now"),
+            Ok(Err(_)) | Err(_) => format!("is {held}"),
+        },
     };
     let gave_up = if wait.is_zero() {
         "gave up at once (--wait 0)".to_owned()

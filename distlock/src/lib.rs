@@ -6,10 +6,11 @@ mod stores;
 pub mod conformance;
 
 pub use lock_core::{
-    Election, FencingToken, HolderWatch, LeaderInfo, LeaderWatch, Leadership, LockError, LockGuard,
-    LockInfo, LockKey, LockName, LockOptions, Locker, LockerOptions, LossReason, LossSignal,
-    Namespace, OwnerId, Result, DEFAULT_CONNECT_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_TTL,
-    MAX_KEY_LEN, MAX_NAMESPACE_LEN, MAX_VALUE_LEN, MIN_TTL,
+    Election, FencingToken, HoldKind, HolderWatch, LeaderInfo, LeaderWatch, Leadership, LockError,
+    LockGuard, LockInfo, LockKey, LockName, LockOptions, Locker, LockerOptions, LossReason,
+    LossSignal, Namespace, OwnerId, Result, RwLock, Semaphore, DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_NAMESPACE, DEFAULT_TTL, MAX_KEY_LEN, MAX_NAMESPACE_LEN, MAX_SEMAPHORE_LIMIT,
+    MAX_VALUE_LEN, MIN_TTL,
 };
 
 /// Local `flock(2)` locks (`file:///dir`): settings for building a store

@@ -222,8 +222,21 @@ impl Locker {
         Ok(RwLock::new(self.clone(), name.to_owned()))
     }
 
-    /// Every holder of `key`'s lock: its exclusive holder, or every reader.
-    pub(crate) async fn holders(
+    /// Every holder of `key`'s lock: its exclusive holder, or every reader
+    /// of its read-write lock (empty if it is free).
+    pub async fn holders(&self, key: &str) -> Result<Vec<LockInfo>, LockError> {
+        self.holders_of(key, Primitive::Lock).await
+    }
+
+    /// Every holder of a permit of the semaphore called `key`, whatever
+    /// its limit. Fails with [`LockError::NotSupported`] where the store
+    /// has no semaphores.
+    pub async fn permit_holders(&self, key: &str) -> Result<Vec<LockInfo>, LockError> {
+        self.holders_of(key, Primitive::Semaphore).await
+    }
+
+    /// Every holder of `key`'s lock or of its semaphore.
+    pub(crate) async fn holders_of(
         &self,
         key: &str,
         primitive: Primitive,

@@ -88,7 +88,7 @@ impl RwLock {
 
     /// The writer, or every reader, holding the lock now.
     pub async fn holders(&self) -> Result<Vec<LockInfo>, LockError> {
-        self.locker.holders(&self.name, Primitive::Lock).await
+        self.locker.holders_of(&self.name, Primitive::Lock).await
     }
 }
 

@@ -83,7 +83,9 @@ impl Semaphore {
     /// Every permit holder, in the order they took their permits where
     /// the store knows it.
     pub async fn holders(&self) -> Result<Vec<LockInfo>, LockError> {
-        self.locker.holders(&self.name, Primitive::Semaphore).await
+        self.locker
+            .holders_of(&self.name, Primitive::Semaphore)
+            .await
     }
 
     fn kind(&self) -> HoldKind {

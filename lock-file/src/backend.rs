@@ -188,7 +188,7 @@ impl Backend for FileBackend {
 
     /// An exclusive request that finds the lock taken marks the gate
     /// while it waits, so readers asking after it wait behind it (see
-    /// [`crate::shared`]).
+    /// the crate docs, *Read-write locks*).
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
         if request.kind != HoldKind::Exclusive || !request.wait.may_wait() {
             return acquire_with_retries(self, request).await;
@@ -260,7 +260,7 @@ impl TryAcquire for FileBackend {
         Ok(wakes().subscribe(&wake_key(&self.lock_path(name))))
     }
 
-    /// One attempt ([`attempt`]): for a lock, `open` +
+    /// One attempt: for a lock, `open` +
     /// `flock(LOCK_EX|LOCK_NB)` + token read/write. Without `fsync` it runs
     /// inline with no await point, so it is never interrupted half-way;
     /// with `fsync` it runs on the blocking pool, and if the caller goes

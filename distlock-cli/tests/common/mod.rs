@@ -54,8 +54,16 @@ impl Store {
     /// Spawns `distlock run KEY -- sh -c SCRIPT` with output discarded,
     /// and waits until the script has created the file `ready`.
     pub fn hold(&self, key: &str, script: &str, ready: &Path) -> Child {
+        self.hold_with(key, &[], script, ready)
+    }
+
+    /// [`hold`](Self::hold) with `run`'s `flags` (`--shared`).
+    pub fn hold_with(&self, key: &str, flags: &[&str], script: &str, ready: &Path) -> Child {
+        let mut args = vec!["run", key];
+        args.extend_from_slice(flags);
+        args.extend(["--", "sh", "-c", script]);
         let child = self
-            .distlock(&["run", key, "--", "sh", "-c", script])
+            .distlock(&args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

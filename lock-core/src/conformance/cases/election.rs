@@ -177,7 +177,11 @@ pub async fn stalled_leader_is_replaced_after_ttl(factory: &dyn LockerFactory) -
         .election("leader")?
         .campaign_with("next", wait(settings.ttl + SLACK))
         .await?;
-    assert!(stalled_at.elapsed() < settings.ttl + SLACK);
+    assert!(
+        stalled_at.elapsed() < settings.ttl + SLACK,
+        "the stalled leader was replaced only after {:?}",
+        stalled_at.elapsed()
+    );
     assert!(
         !stalled.is_held(),
         "the stalled leader was not told before the next one led"

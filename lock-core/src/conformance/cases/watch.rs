@@ -19,8 +19,9 @@ pub(super) async fn next_state(watch: &mut HolderWatch, within: Duration) -> Opt
 }
 
 /// A value stored with the lock comes back from `inspect` byte for byte
-/// (spaces, newlines, non-ASCII, the longest allowed); a longer one is
-/// refused before anything is sent, and `set_value` replaces it.
+/// (spaces, newlines, whitespace at either end, non-ASCII, the longest
+/// allowed); a longer one is refused before anything is sent, and
+/// `set_value` replaces it.
 pub async fn holder_values_round_trip(factory: &dyn LockerFactory) -> CaseResult {
     let (_, a, b) = two_lockers(factory, "values", TTL).await?;
     let mut longest = "é".repeat(MAX_VALUE_LEN / 2 - 1);
@@ -29,6 +30,7 @@ pub async fn holder_values_round_trip(factory: &dyn LockerFactory) -> CaseResult
     for value in [
         "10.0.0.7:8080",
         "two words\nand a line",
+        " padded at both ends\t\n",
         "",
         longest.as_str(),
     ] {
