@@ -5,12 +5,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use etcd_client::{Client, Compare, CompareOp, GetOptions, SortOrder, SortTarget, Txn, TxnOp};
-use lock_core::backend::Capability::{Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote};
-use lock_core::backend::{
-    holder_stream, AcquireRequest, Acquired, Backend, Capabilities, HolderStream, WaitMode,
+use etcd_client::{
+    Client, Compare, CompareOp, GetOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
 };
-use lock_core::{LockError, LockInfo, LockName};
+use lock_core::backend::Capability::{
+    Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote, Semaphores, SharedLocks,
+};
+use lock_core::backend::{
+    holder_stream, AcquireRequest, Acquired, Backend, Capabilities, HolderStream, Primitive,
+    WaitMode,
+};
+use lock_core::{HoldKind, LockError, LockInfo, LockName};
 
 use crate::client::with_retries;
 use crate::config::EtcdConfig;
@@ -103,6 +108,88 @@ impl EtcdBackend {
     }
 }
 
+impl EtcdBackend {
+    /// The first `limit` entries of `name`'s semaphore (its stored limit).
+    async fn permit_holders(&self, name: &LockName) -> Result<Vec<LockInfo>, LockError> {
+        let txn = Txn::new().and_then([
+            TxnOp::get(keys::limit_key(name), None),
+            TxnOp::get(
+                keys::permits_prefix(name),
+                Some(
+                    GetOptions::new()
+                        .with_prefix()
+                        .with_sort(SortTarget::Create, SortOrder::Ascend),
+                ),
+            ),
+        ]);
+        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        let response = run_txn(
+            &self.shared.client,
+            deadline,
+            "cannot read the semaphore",
+            txn,
+        )
+        .await?;
+        let mut ranges = response
+            .op_responses()
+            .into_iter()
+            .filter_map(|op| match op {
+                TxnOpResponse::Get(get) => Some(get),
+                _ => None,
+            });
+        let limit = ranges
+            .next()
+            .and_then(|get| get.kvs().first().map(|kv| kv.value().to_vec()))
+            .and_then(|value| String::from_utf8(value).ok()?.parse::<u32>().ok())
+            .unwrap_or(0);
+        let entries = ranges
+            .next()
+            .map(|get| get.kvs().to_vec())
+            .unwrap_or_default();
+        Ok(entries
+            .iter()
+            .take(limit as usize)
+            .map(|kv| {
+                holder_info(kv.create_revision(), kv.value()).with_kind(HoldKind::Permit { limit })
+            })
+            .collect())
+    }
+
+    /// The entries holding `name`'s lock: the head of the queue if it is a
+    /// writer's, else the readers' entries before the first writer's.
+    async fn holding(&self, name: &LockName) -> Result<Vec<Head>, LockError> {
+        let all = GetOptions::new()
+            .with_prefix()
+            .with_sort(SortTarget::Create, SortOrder::Ascend);
+        let prefix = keys::queue_prefix(name);
+        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        let response = with_retries(deadline, "cannot read the lock queue", || {
+            let mut kv = self.shared.client.kv_client();
+            let (prefix, all) = (prefix.clone(), all.clone());
+            async move { kv.get(prefix, Some(all)).await }
+        })
+        .await?;
+        let heads = response.kvs().iter().map(|kv| Head {
+            key: kv.key().to_vec(),
+            value: kv.value().to_vec(),
+            token: kv.create_revision(),
+            lease: kv.lease(),
+        });
+        let mut holding = Vec::new();
+        for head in heads {
+            let reader = keys::is_reader(&head.key);
+            if !reader && !holding.is_empty() {
+                break;
+            }
+            holding.push(head);
+            if !reader {
+                break;
+            }
+        }
+        Ok(holding)
+    }
+}
+
 /// The holder's entry, as read by `inspect` and `force_release`.
 struct Head {
     key: Vec<u8>,
@@ -121,7 +208,15 @@ impl Backend for EtcdBackend {
     fn capabilities(&self) -> Capabilities {
         // Locks live as long as the session lease, not each on its own:
         // no `per_lock_expiry`.
-        Capabilities::of(&[Expiry, ForceRelease, NotifiedWakeups, Fifo, Remote])
+        Capabilities::of(&[
+            Expiry,
+            ForceRelease,
+            NotifiedWakeups,
+            Fifo,
+            Remote,
+            SharedLocks,
+            Semaphores,
+        ])
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
@@ -147,6 +242,30 @@ impl Backend for EtcdBackend {
         Ok(Some(info))
     }
 
+    /// The head of the queue if it is a writer's entry; else every
+    /// reader's entry before the first writer's: those hold.
+    async fn holders(
+        &self,
+        name: &LockName,
+        primitive: Primitive,
+    ) -> Result<Vec<LockInfo>, LockError> {
+        if primitive == Primitive::Semaphore {
+            return self.permit_holders(name).await;
+        }
+        Ok(self
+            .holding(name)
+            .await?
+            .iter()
+            .map(|head| {
+                let kind = match keys::is_reader(&head.key) {
+                    true => HoldKind::Shared,
+                    false => HoldKind::Exclusive,
+                };
+                holder_info(head.token, &head.value).with_kind(kind)
+            })
+            .collect())
+    }
+
     /// A read of the whole queue, then a watch on its prefix, on the
     /// backend's watch stream (see `observe`).
     fn watch(&self, name: &LockName) -> HolderStream {
@@ -163,20 +282,21 @@ impl Backend for EtcdBackend {
     /// and the next one is woken by the deletion). The holder's guard
     /// reports [`lock_core::LossReason::TakenAway`].
     async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
-        let Some(head) = self.holder(name).await? else {
-            return Ok(false);
-        };
-        let txn = Txn::new()
-            .when([Compare::create_revision(
-                head.key.clone(),
-                CompareOp::Equal,
-                head.token,
-            )])
-            .and_then([TxnOp::delete(head.key, None)]);
-        let deadline = self.shared.retry_deadline(WaitMode::Try);
-        let response =
-            run_txn(&self.shared.client, deadline, "cannot remove the lock", txn).await?;
-        Ok(response.succeeded())
+        let mut removed = false;
+        for head in self.holding(name).await? {
+            let txn = Txn::new()
+                .when([Compare::create_revision(
+                    head.key.clone(),
+                    CompareOp::Equal,
+                    head.token,
+                )])
+                .and_then([TxnOp::delete(head.key, None)]);
+            let deadline = self.shared.retry_deadline(WaitMode::Try);
+            let response =
+                run_txn(&self.shared.client, deadline, "cannot remove the lock", txn).await?;
+            removed |= response.succeeded();
+        }
+        Ok(removed)
     }
 }
 

@@ -27,11 +27,46 @@ pub(crate) fn queue_prefix(name: &LockName) -> Vec<u8> {
     format!("{ROOT}/{}/{key}/", name.namespace()).into_bytes()
 }
 
-/// Queue entry number `n` under `prefix` of the session with lease `lease`.
-pub(crate) fn queue_entry(prefix: &[u8], lease: i64, n: u32) -> Vec<u8> {
-    let mut key = prefix.to_vec();
-    key.extend_from_slice(format!("{lease:016x}-{n}").as_bytes());
+/// The prefix of the queue of `name`'s semaphore, ending in `/`:
+/// `distlock/<namespace>/<key>%permits/`. An encoded key never contains
+/// `%p`, so this segment is no lock's.
+pub(crate) fn permits_prefix(name: &LockName) -> Vec<u8> {
+    let mut prefix = queue_prefix(name);
+    prefix.pop();
+    prefix.extend_from_slice(b"%permits/");
+    prefix
+}
+
+/// The key holding the limit of `name`'s semaphore (beside its queue, not
+/// in it): `distlock/<namespace>/<key>%limit`.
+pub(crate) fn limit_key(name: &LockName) -> Vec<u8> {
+    let mut key = queue_prefix(name);
+    key.pop();
+    key.extend_from_slice(b"%limit");
     key
+}
+
+/// Queue entry number `n` under `prefix` of the session with lease `lease`.
+#[cfg(test)]
+pub(crate) fn queue_entry(prefix: &[u8], lease: i64, n: u32) -> Vec<u8> {
+    queue_entry_marked(prefix, lease, n, "")
+}
+
+/// What ends the name of a reader's entry (`<lease>-<n>r`); other entries
+/// end in a digit.
+pub(crate) const READER_MARK: &str = "r";
+
+/// Queue entry number `n`, its name followed by `mark` ([`READER_MARK`]
+/// for readers, empty for everyone else).
+pub(crate) fn queue_entry_marked(prefix: &[u8], lease: i64, n: u32, mark: &str) -> Vec<u8> {
+    let mut key = prefix.to_vec();
+    key.extend_from_slice(format!("{lease:016x}-{n}{mark}").as_bytes());
+    key
+}
+
+/// Whether the entry `key` is a reader's.
+pub(crate) fn is_reader(key: &[u8]) -> bool {
+    key.ends_with(READER_MARK.as_bytes())
 }
 
 /// The end of the key range of everything starting with `prefix` (etcd's
@@ -86,11 +121,24 @@ mod tests {
     }
 
     #[test]
+    fn a_semaphore_lives_beside_its_lock() {
+        let n = name("a/b");
+        assert_eq!(permits_prefix(&n), b"distlock/ns/a%2Fb%permits/");
+        assert_eq!(limit_key(&n), b"distlock/ns/a%2Fb%limit");
+        let lock = queue_prefix(&n);
+        assert!(!permits_prefix(&n).starts_with(&lock));
+        assert!(!limit_key(&n).starts_with(&lock));
+    }
+
+    #[test]
     fn entries_name_the_lease_and_the_number() {
         let prefix = queue_prefix(&name("k"));
         let a = String::from_utf8(queue_entry(&prefix, 0xabc, 0)).unwrap();
         let b = String::from_utf8(queue_entry(&prefix, 0xabc, 12)).unwrap();
         assert_eq!(a, "distlock/ns/k/0000000000000abc-0");
         assert_eq!(b, "distlock/ns/k/0000000000000abc-12");
+        let reader = queue_entry_marked(&prefix, 0xabc, 3, READER_MARK);
+        assert_eq!(reader, b"distlock/ns/k/0000000000000abc-3r");
+        assert!(is_reader(&reader) && !is_reader(a.as_bytes()));
     }
 }

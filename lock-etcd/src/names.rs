@@ -36,10 +36,17 @@ pub(crate) struct EntryNames {
 
 impl EntryNames {
     /// Reserves the first free entry name under `prefix` for `lease`.
+    #[cfg(test)]
     pub(crate) fn reserve(&self, prefix: &[u8], lease: i64) -> Arc<EntryName> {
+        self.reserve_marked(prefix, lease, "")
+    }
+
+    /// Reserves the first free entry name under `prefix` for `lease`,
+    /// ending in `mark` (see [`keys::queue_entry_marked`]).
+    pub(crate) fn reserve_marked(&self, prefix: &[u8], lease: i64, mark: &str) -> Arc<EntryName> {
         let mut reserved = self.reserved.lock().unwrap_or_else(|p| p.into_inner());
         let key = (0u32..)
-            .map(|n| keys::queue_entry(prefix, lease, n))
+            .map(|n| keys::queue_entry_marked(prefix, lease, n, mark))
             .find(|key| !reserved.contains(key))
             .expect("fewer than 2^32 acquisitions of one lock at once");
         reserved.insert(key.clone());

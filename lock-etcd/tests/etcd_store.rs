@@ -11,7 +11,9 @@ use distlock_testkit::etcd::{holder_entry, raw_client, shared_etcd_url};
 use distlock_testkit::layout::etcd_queue_prefix;
 use distlock_testkit::with_query;
 use lock_core::backend::Capabilities;
-use lock_core::backend::Capability::{Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote};
+use lock_core::backend::Capability::{
+    Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote, Semaphores, SharedLocks,
+};
 use lock_core::Locker;
 
 /// Pins the flags, so none flips unnoticed: locks live as long as the
@@ -21,7 +23,15 @@ async fn etcd_declares_its_capabilities() {
     let url = shared_etcd_url().await.expect("etcd test server");
     let locker = connect(&url).await.unwrap();
     let caps = locker.capabilities();
-    let expected = Capabilities::of(&[Expiry, ForceRelease, NotifiedWakeups, Fifo, Remote]);
+    let expected = Capabilities::of(&[
+        Expiry,
+        ForceRelease,
+        NotifiedWakeups,
+        Fifo,
+        Remote,
+        SharedLocks,
+        Semaphores,
+    ]);
     assert_eq!(caps, expected);
 }
 
@@ -172,4 +182,86 @@ async fn a_waiter_behind_an_entry_of_its_own_lease_survives_the_revocation() {
         .unwrap();
     assert_ne!(new_lease, lease);
     second.release().await.unwrap();
+}
+
+/// Where read locks and permits live: a reader's entry is in the lock's
+/// own queue, its name marked `r`; a semaphore's entries are in a queue of
+/// their own beside the lock's, and its limit in a key beside both;
+/// tokens are the entries' create revisions.
+#[tokio::test]
+async fn read_locks_and_permits_are_laid_out_beside_the_lock() {
+    let (locker, raw) = locker_and_raw_client("shared-layout").await;
+    let read = locker.rwlock("cfg").unwrap().read().await.unwrap();
+    let permit = locker
+        .semaphore("pool", 2)
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let root = format!("distlock/{}/", locker.namespace());
+    let all = raw
+        .kv_client()
+        .get(
+            root.clone(),
+            Some(etcd_client::GetOptions::new().with_prefix()),
+        )
+        .await
+        .unwrap();
+    let mut keys: Vec<(String, String)> = all
+        .kvs()
+        .iter()
+        .map(|kv| {
+            let key = kv
+                .key_str()
+                .unwrap()
+                .strip_prefix(&root)
+                .unwrap()
+                .to_owned();
+            let value = if key.ends_with("%limit") {
+                kv.value_str().unwrap().to_owned()
+            } else {
+                String::new()
+            };
+            (key, value)
+        })
+        .collect();
+    keys.sort();
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    assert!(
+        keys[0].0.starts_with("cfg/") && keys[0].0.ends_with("-0r"),
+        "{keys:?}"
+    );
+    assert_eq!(
+        keys[1],
+        ("pool%limit".to_owned(), "2".to_owned()),
+        "{keys:?}"
+    );
+    assert!(
+        keys[2].0.starts_with("pool%permits/") && keys[2].0.ends_with("-0"),
+        "{keys:?}"
+    );
+    assert_eq!(
+        (read.token().get(), permit.token().get()),
+        (
+            u64::try_from(
+                all.kvs()
+                    .iter()
+                    .find(|kv| kv.key_str().unwrap().ends_with("-0r"))
+                    .unwrap()
+                    .create_revision()
+            )
+            .unwrap(),
+            u64::try_from(
+                all.kvs()
+                    .iter()
+                    .find(|kv| kv.key_str().unwrap().contains("%permits/"))
+                    .unwrap()
+                    .create_revision()
+            )
+            .unwrap(),
+        ),
+        "tokens are the entries' create revisions"
+    );
+    read.release().await.unwrap();
+    permit.release().await.unwrap();
 }

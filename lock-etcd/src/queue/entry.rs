@@ -6,12 +6,13 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, PutOptions, Txn, TxnOp};
 use lock_core::backend::{AcquireRequest, CleanupOnDrop, WaitMode};
-use lock_core::LockError;
+use lock_core::{HoldKind, LockError};
 
 use super::turn::Position;
 use super::{first_range, header_revision, newest_first, run_txn, View};
 use crate::backend::Shared;
 use crate::client::with_retries;
+use crate::keys;
 use crate::names::EntryName;
 use crate::session::Lease;
 use crate::value;
@@ -32,7 +33,11 @@ impl Entry {
         lease: &Lease,
         request: &AcquireRequest,
     ) -> Result<(Self, View), LockError> {
-        let name = shared.names.reserve(prefix, lease.id());
+        let mark = match request.kind {
+            HoldKind::Shared => keys::READER_MARK,
+            _ => "",
+        };
+        let name = shared.names.reserve_marked(prefix, lease.id(), mark);
         let key = name.key().to_vec();
         // Armed before the request leaves: if this call is dropped while
         // the reply is in flight, the entry may exist and must go.

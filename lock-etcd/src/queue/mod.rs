@@ -28,6 +28,8 @@
 //! [`WatchHub::watch_deletion`]: crate::watch::WatchHub::watch_deletion
 
 mod entry;
+mod permit;
+mod read;
 mod turn;
 
 use std::sync::Arc;
@@ -37,7 +39,7 @@ use etcd_client::{
     Client, GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOpResponse, TxnResponse,
 };
 use lock_core::backend::{AcquireRequest, Acquired, Renewal};
-use lock_core::{FencingToken, LockError};
+use lock_core::{FencingToken, HoldKind, LockError};
 
 use crate::backend::Shared;
 use crate::client::{is_lease_not_found, with_retries};
@@ -53,7 +55,14 @@ pub(crate) async fn acquire(
     shared: &Arc<Shared>,
     request: &AcquireRequest,
 ) -> Result<Option<Acquired>, LockError> {
-    let prefix = keys::queue_prefix(&request.name);
+    let prefix = match request.kind {
+        HoldKind::Permit { limit } => {
+            let deadline = shared.retry_deadline(request.wait);
+            permit::check_limit(shared, &request.name, limit, deadline).await?;
+            keys::permits_prefix(&request.name)
+        }
+        _ => keys::queue_prefix(&request.name),
+    };
     let started = Instant::now();
     let mut requeues = 0u32;
     loop {
@@ -77,11 +86,28 @@ pub(crate) async fn acquire(
             }
             Err(error) => return Err(error),
         };
-        let decided_at = match entry
-            .at
-            .wait_turn(shared, &lease, view, request.wait)
-            .await?
-        {
+        let turn = match request.kind {
+            HoldKind::Shared => {
+                entry
+                    .at
+                    .wait_read_turn(shared, &lease, request.wait)
+                    .await?
+            }
+            HoldKind::Permit { limit } => {
+                let wait = request.wait;
+                entry
+                    .at
+                    .wait_permit_turn(shared, &lease, limit, wait)
+                    .await?
+            }
+            _ => {
+                entry
+                    .at
+                    .wait_turn(shared, &lease, view, request.wait)
+                    .await?
+            }
+        };
+        let decided_at = match turn {
             Turn::Holder { revision } => revision,
             Turn::Busy => {
                 entry.withdraw(shared).await?;

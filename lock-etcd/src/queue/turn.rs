@@ -228,18 +228,28 @@ impl Position {
 
 /// A deletion watch on `key` after revision `after`, on the backend's hub,
 /// and the channel its events arrive on.
-fn watch_deletion(
+pub(super) fn watch_deletion(
     shared: &Shared,
     key: &[u8],
     after: i64,
 ) -> (mpsc::UnboundedReceiver<Fired>, WatchGuard) {
     let (fired_tx, fired) = mpsc::unbounded_channel();
-    let guard = shared.hub.watch_deletion(
+    (fired, watch_deletion_into(shared, key, after, fired_tx))
+}
+
+/// A deletion watch on `key` after revision `after` whose events go to
+/// `fired` (which several watches may share).
+pub(super) fn watch_deletion_into(
+    shared: &Shared,
+    key: &[u8],
+    after: i64,
+    fired: mpsc::UnboundedSender<Fired>,
+) -> WatchGuard {
+    shared.hub.watch_deletion(
         key.to_vec(),
         after,
         Box::new(move |event| {
-            let _ = fired_tx.send(event);
+            let _ = fired.send(event);
         }),
-    );
-    (fired, guard)
+    )
 }
