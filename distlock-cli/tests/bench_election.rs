@@ -59,6 +59,13 @@ fn the_file_store_reports_failover_and_observe_beside_their_floors() {
         "counted from earlier, the hand-over cannot be shorter",
     );
     assert_floor(&json, failover, 10, "open + flock + unlock + close");
+    let handoff = &failover["handoff_floor"];
+    assert_floor(
+        &json,
+        handoff,
+        10,
+        "flock(LOCK_UN) -> a thread blocked in flock(LOCK_EX) returns",
+    );
 
     // A file lock lasts as long as its process: the crashed leader is a
     // killed `distlock elect`, and its lock is free as soon as it is dead.

@@ -90,6 +90,10 @@ pub(super) async fn after_resign(
         leading = next;
         if let Some(probe) = probe {
             floor_sample(&mut row.floor, probe.lock_release_once(&floor_name)).await?;
+            let handed = probe.handoff_once(&floor_name).await;
+            if let Some(handed) = handed.map_err(|e| format!("floor probe: {}", describe(&e)))? {
+                row.handoff_floor.push(handed);
+            }
         }
     }
     leader

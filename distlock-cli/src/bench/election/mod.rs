@@ -64,6 +64,9 @@ pub(crate) struct Failover {
     pub(crate) from_call: Vec<Duration>,
     /// The floor's samples, one after each of ours.
     pub(crate) floor: Vec<Duration>,
+    /// The raw hand-off's samples, one after each of ours, where the store
+    /// has one ([`FloorProbe::handoff_once`]).
+    pub(crate) handoff_floor: Vec<Duration>,
     /// What went wrong; the row then stops at the samples it has.
     pub(crate) error: Option<String>,
 }
@@ -126,6 +129,8 @@ pub(crate) struct RawNotify {
 pub(crate) struct ElectionResults {
     /// What the observe floor's raw round trip is; `None` without a floor.
     pub(crate) round_trip: Option<String>,
+    /// What the failover's raw hand-off is; `None` where there is none.
+    pub(crate) handoff: Option<String>,
     pub(crate) failover: Failover,
     pub(crate) crash: Crash,
     pub(crate) observe: Observe,
@@ -156,6 +161,7 @@ pub(crate) async fn run(
 ) -> ElectionResults {
     let mut results = ElectionResults {
         round_trip: probe.map(|probe| probe.describe_round_trip()),
+        handoff: probe.and_then(|probe| probe.describe_handoff()),
         ..ElectionResults::default()
     };
     let row = &mut results.failover;

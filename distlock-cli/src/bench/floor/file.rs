@@ -1,11 +1,12 @@
 //! The file store's floor: open (creating) + `flock(LOCK_EX|LOCK_NB)` +
 //! unlock + close on a file of its own, run inline like the store's own
-//! attempts.
+//! attempts; and its raw hand-off, a thread blocked in `flock(LOCK_EX)`.
 
 use std::fs::{self, File};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use distlock::{LockError, LockName};
 use lock_file::FileStore;
@@ -61,6 +62,20 @@ impl FloorProbe for FileFloor {
         "stat".to_owned()
     }
 
+    fn describe_handoff(&self) -> Option<String> {
+        Some("flock(LOCK_UN) -> a thread blocked in flock(LOCK_EX) returns".to_owned())
+    }
+
+    async fn handoff_once(&self, name: &LockName) -> Result<Option<Duration>, LockError> {
+        let path = self.path(name).with_extension("handoff");
+        let handed = tokio::task::spawn_blocking(move || handoff(&path))
+            .await
+            .map_err(|e| LockError::backend("the hand-off floor's thread failed", e))?;
+        handed.map(Some).map_err(|error| {
+            LockError::backend(format!("floor probe cannot hand off: {error}"), error)
+        })
+    }
+
     async fn round_trip_once(&self, name: &LockName) -> Result<(), LockError> {
         let path = self.path(name);
         match fs::metadata(&path) {
@@ -74,19 +89,51 @@ impl FloorProbe for FileFloor {
     }
 }
 
+/// How long the holder keeps the lock after the waiter's thread started,
+/// so that the waiter is blocked in `flock` when it is released.
+const WAITER_BLOCKS: Duration = Duration::from_millis(5);
+
+/// One raw hand-off on `path`: this thread holds the file, a second one
+/// blocks in `flock(LOCK_EX)`; from this thread's unlock to the second's
+/// `flock` returning.
+fn handoff(path: &Path) -> io::Result<Duration> {
+    let holder = open_creating(path)?;
+    if !flock(&holder, libc::LOCK_EX | libc::LOCK_NB)? {
+        return Err(io::Error::other("the hand-off floor's file was taken"));
+    }
+    let waiter_file = open_creating(path)?;
+    let waiter = std::thread::spawn(move || {
+        flock(&waiter_file, libc::LOCK_EX)?;
+        let held_at = Instant::now();
+        flock(&waiter_file, libc::LOCK_UN)?;
+        Ok::<_, io::Error>(held_at)
+    });
+    std::thread::sleep(WAITER_BLOCKS);
+    let released_at = Instant::now();
+    flock(&holder, libc::LOCK_UN)?;
+    let held_at = waiter
+        .join()
+        .map_err(|_| io::Error::other("the hand-off floor's waiter panicked"))??;
+    Ok(held_at.saturating_duration_since(released_at))
+}
+
+/// Opens `path` for writing, creating it and its directory if missing.
+fn open_creating(path: &Path) -> io::Result<File> {
+    let mut create = File::options();
+    create.write(true).create(true).truncate(false);
+    match create.open(path) {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir_all(path.parent().expect("a floor file lies in a directory"))?;
+            create.open(path)
+        }
+        opened => opened,
+    }
+}
+
 /// Open (creating it and its directory the first time), lock, unlock,
 /// close; `false` if someone else has the file locked.
 fn lock_unlock_once(path: &Path) -> io::Result<bool> {
-    let mut create = File::options();
-    create.write(true).create(true).truncate(false);
-    let file = match create.open(path) {
-        Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            // The first call on this namespace makes its directory.
-            fs::create_dir_all(path.parent().expect("a floor file lies in a directory"))?;
-            create.open(path)?
-        }
-        opened => opened?,
-    };
+    let file = open_creating(path)?;
     let locked = flock(&file, libc::LOCK_EX | libc::LOCK_NB)?;
     if locked {
         flock(&file, libc::LOCK_UN)?;
@@ -95,18 +142,20 @@ fn lock_unlock_once(path: &Path) -> io::Result<bool> {
 }
 
 /// `flock(2)` on `file`; `false` where a `LOCK_NB` request finds the lock
-/// held through another open file description. (Neither a `LOCK_NB`
-/// request nor an unlock blocks, so no `EINTR` to retry.)
+/// held through another open file description. A blocking request
+/// interrupted by a signal is made again.
 fn flock(file: &File, operation: libc::c_int) -> io::Result<bool> {
-    // SAFETY: the descriptor is open for as long as `file` lives.
-    if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
-        return Ok(true);
-    }
-    let error = io::Error::last_os_error();
-    if error.kind() == io::ErrorKind::WouldBlock {
-        Ok(false)
-    } else {
-        Err(error)
+    loop {
+        // SAFETY: the descriptor is open for as long as `file` lives.
+        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+            return Ok(true);
+        }
+        let error = io::Error::last_os_error();
+        match error.kind() {
+            io::ErrorKind::WouldBlock => return Ok(false),
+            io::ErrorKind::Interrupted => {}
+            _ => return Err(error),
+        }
     }
 }
 
@@ -153,6 +202,13 @@ mod tests {
         probe.round_trip_once(&name).await.unwrap();
         probe.lock_release_once(&name).await.unwrap();
         probe.round_trip_once(&name).await.unwrap();
+        let handed = probe
+            .handoff_once(&name)
+            .await
+            .unwrap()
+            .expect("a hand-off");
+        assert!(handed < Duration::from_secs(5), "{handed:?}");
+        assert!(probe.describe_handoff().is_some());
         assert!(dir
             .path()
             .join(FLOOR_DIR)

@@ -31,6 +31,12 @@
 //! | etcd      | range read (linearizable `get`)                         |
 //! | ZooKeeper | `exists`                                                |
 //!
+//! The file store also has a raw hand-off ([`FloorProbe::handoff_once`]),
+//! the floor of the election benchmark's failover: its lock+release floor
+//! is two local system calls, not a hand-off. A thread blocks in
+//! `flock(LOCK_EX)` on the floor's file while another holds it; from the
+//! holder's unlock to the blocked `flock` returning.
+//!
 //! A store whose watches carry no data also has a raw recipe of the whole
 //! observe step ([`FloorProbe::open_notify`]):
 //!
@@ -69,6 +75,20 @@ pub(crate) trait FloorProbe: Send + Sync + fmt::Debug {
     /// One raw round trip to the store about `name`, a read of the floor's
     /// own key that changes nothing.
     async fn round_trip_once(&self, name: &LockName) -> Result<(), LockError>;
+
+    /// What [`handoff_once`](Self::handoff_once) does; `None` for a store
+    /// without a raw hand-off recipe (there, the lock+release floor's two
+    /// round trips are the least a hand-off costs).
+    fn describe_handoff(&self) -> Option<String> {
+        None
+    }
+
+    /// One raw hand-off beside `name`: a holder releases while a raw
+    /// waiter is blocked on the same lock; the time from the release call
+    /// to the waiter holding. `None` without a recipe.
+    async fn handoff_once(&self, _name: &LockName) -> Result<Option<Duration>, LockError> {
+        Ok(None)
+    }
 
     /// The raw recipe of the observe step beside `name`: `observers`
     /// watchers of their own, each on a connection of its own; `None` for

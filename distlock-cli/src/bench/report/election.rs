@@ -32,6 +32,9 @@ struct FailoverJson {
     /// raw round trips.
     #[serde(flatten)]
     floor: FloorJson,
+    /// A raw hand-off (the file store: a thread blocked in `flock`), with
+    /// `from_resign_call`'s ratio to it; `null` where the store has none.
+    handoff_floor: Option<FloorJson>,
     /// Why the row stopped short; `null` if it did not.
     error: Option<String>,
 }
@@ -106,7 +109,7 @@ impl ElectionJson {
     /// The rows of `results`; `probe` describes the lock+release floor.
     pub(crate) fn new(results: &ElectionResults, probe: Option<&str>) -> Self {
         Self {
-            failover: FailoverJson::new(&results.failover, probe),
+            failover: FailoverJson::new(&results.failover, probe, results.handoff.as_deref()),
             crash_failover: CrashJson::new(&results.crash),
             observe: ObserveJson::new(&results.observe, results.round_trip.as_deref()),
         }
@@ -129,6 +132,9 @@ impl ElectionJson {
         failover
             .floor
             .rows(out, ("floor (lock+release)", "resign call/floor"));
+        if let Some(handoff) = &failover.handoff_floor {
+            handoff.rows(out, ("floor (raw hand-off)", "resign call/hand-off"));
+        }
         problem_row(out, "failed", failover.error.as_deref());
 
         let crash = &self.crash_failover;
@@ -162,10 +168,13 @@ impl ElectionJson {
 }
 
 impl FailoverJson {
-    fn new(row: &Failover, probe: Option<&str>) -> Self {
+    fn new(row: &Failover, probe: Option<&str>, handoff: Option<&str>) -> Self {
         let from_call = Latency::of(&row.from_call);
         Self {
             floor: FloorJson::new(probe, &row.floor, from_call.as_ref()),
+            handoff_floor: handoff
+                .filter(|_| !row.handoff_floor.is_empty())
+                .map(|what| FloorJson::new(Some(what), &row.handoff_floor, from_call.as_ref())),
             ours: Latency::of(&row.ours),
             from_resign_call: from_call,
             error: row.error.clone(),
@@ -300,10 +309,12 @@ mod tests {
     fn results() -> ElectionResults {
         ElectionResults {
             round_trip: Some("GET".to_owned()),
+            handoff: Some("raw hand-off".to_owned()),
             failover: Failover {
                 ours: ms([2, 2, 2]),
                 from_call: ms([3, 3, 3]),
                 floor: ms([1, 1, 1]),
+                handoff_floor: ms([2, 2, 2]),
                 error: None,
             },
             crash: Crash {
@@ -336,6 +347,11 @@ mod tests {
         assert_eq!(json["failover"]["floor_probe"], "SET NX PX + DEL");
         assert_eq!(json["failover"]["from_resign_call"]["p50_us"], 3000.0);
         assert_eq!(json["failover"]["p50_ratio"], 3.0);
+        assert_eq!(
+            json["failover"]["handoff_floor"]["floor_probe"],
+            "raw hand-off"
+        );
+        assert_eq!(json["failover"]["handoff_floor"]["p50_ratio"], 1.5);
         assert!(json["failover"]["error"].is_null());
         assert_eq!(json["crash_failover"]["ttl_ms"], 1000);
         assert_eq!(json["crash_failover"]["beyond_ttl_p50_us"], 3000.0);
@@ -364,6 +380,9 @@ mod tests {
             "from resign call",
             "resign call/floor",
             "3.00x",
+            "floor (raw hand-off)",
+            "resign call/hand-off",
+            "1.50x",
             "all/floor",
             "failover (crash)",
             "past the ttl (1s)",
