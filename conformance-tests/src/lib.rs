@@ -6,6 +6,8 @@
 //! one [`StoreFactory`], on servers the `distlock-testkit` starts. Tests of
 //! a store's internals live in that store's crate.
 
+#![deny(missing_docs)]
+
 pub mod factory;
 pub mod outage;
 pub mod queue;

@@ -40,6 +40,8 @@
 //! deadline-bounded waits, cancel-safe acquisition, and a lost signal that
 //! fires once the lock is known gone.
 
+#![deny(missing_docs)]
+
 pub mod backend;
 mod early_renewal;
 mod election;

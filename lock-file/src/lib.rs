@@ -1,4 +1,5 @@
 #![doc = include_str!("../README.md")]
+#![deny(missing_docs)]
 
 #[cfg(not(unix))]
 compile_error!("lock-file needs a Unix system: it is built on flock(2)");
