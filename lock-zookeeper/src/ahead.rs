@@ -21,6 +21,15 @@
 //! data change before it (a waiter giving up, a session ending, a lock
 //! taken away) makes it list the queue again.
 //!
+//! Readers (`read-` nodes, see [`crate::names`]) share the queue: a reader
+//! waits only for exclusive nodes, so it watches the nearest exclusive
+//! node ahead of it, by the same rules (that node's data changes only
+//! while it holds, and once a holder is gone nobody exclusive is ahead
+//! any more). An exclusive waiter behind a reader watches that reader,
+//! but a reader's data change says nothing (readers hold side by side and
+//! never mark their release), so unless it was at the head, its deletion
+//! makes the waiter list again.
+//!
 //! Whoever may write lock nodes could fake a release this way; the ACLs
 //! lock nodes get give that right to exactly those who may delete them,
 //! including the holder's, so this trusts nobody new. Tokens stay fenced
@@ -30,6 +39,7 @@ use lock_core::LockError;
 use zookeeper_client::{Error as ZkError, EventType, WatchedEvent};
 
 use crate::error;
+use crate::names::{NodeKind, NodeName};
 use crate::session::Session;
 use crate::watch::NodeWatch;
 
@@ -40,6 +50,28 @@ pub(crate) struct Ahead<'a> {
     /// Whether it was at the head of the queue: then its deletion, marked
     /// or not, leaves nobody ahead of us.
     pub at_head: bool,
+    /// Whether a change of its data means it held the lock: true for an
+    /// exclusive node, false for a reader.
+    pub marks: bool,
+}
+
+/// What keeps our node (sequence `me`, a reader if `shared`) from the lock
+/// in the queue `nodes` (sorted, as [`crate::names::queue`] returns it):
+/// `None` if nothing does. An exclusive node waits for every node ahead of
+/// it and watches the one just ahead; a reader waits only for exclusive
+/// nodes and watches the nearest one.
+pub(crate) fn blocking<'a>(nodes: &[NodeName<'a>], me: i64, shared: bool) -> Option<Ahead<'a>> {
+    let ahead = nodes.iter().take_while(|n| n.sequence < me);
+    let predecessor = if shared {
+        ahead.filter(|n| n.kind == NodeKind::Exclusive).last()?
+    } else {
+        ahead.last()?
+    };
+    Some(Ahead {
+        predecessor: predecessor.name,
+        at_head: nodes.first().map(|n| n.sequence) == Some(predecessor.sequence),
+        marks: predecessor.kind == NodeKind::Exclusive,
+    })
 }
 
 /// What to do after [`wait`].
@@ -63,7 +95,8 @@ pub(crate) async fn wait(
     let client = session.client();
     // Both requests are sent here, in this order, before either is awaited.
     let deletion = session.request(client.list_and_watch_children(&path));
-    let (deletion, change) = if ahead.at_head {
+    // Only an exclusive node's data change tells anything (see above).
+    let (deletion, change) = if ahead.at_head || !ahead.marks {
         (deletion.await, None)
     } else {
         let change = session.request(client.check_and_watch_stat(&path));
@@ -122,5 +155,41 @@ fn outcome(event: &WatchedEvent) -> Result<Option<EventType>, LockError> {
         }
         EventType::Session => Ok(None),
         other => Ok(Some(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::queue;
+
+    fn listing(names: &[&str]) -> Vec<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn readers_wait_for_writers_only_and_writers_for_everyone() {
+        let children = listing(&["read-a-1", "lock-b-2", "read-c-3", "read-d-4", "lock-e-5"]);
+        let nodes = queue(&children);
+        assert!(blocking(&nodes, 1, true).is_none(), "first reader holds");
+        let writer = blocking(&nodes, 2, false).unwrap();
+        assert_eq!(
+            (writer.predecessor, writer.at_head, writer.marks),
+            ("read-a-1", true, false)
+        );
+        let reader = blocking(&nodes, 4, true).unwrap();
+        assert_eq!(
+            (reader.predecessor, reader.at_head, reader.marks),
+            ("lock-b-2", false, true)
+        );
+        let last = blocking(&nodes, 5, false).unwrap();
+        assert_eq!(
+            (last.predecessor, last.at_head, last.marks),
+            ("read-d-4", false, false)
+        );
+        let two = listing(&["read-a-1", "read-c-3"]);
+        let readers = queue(&two);
+        assert!(blocking(&readers, 3, true).is_none(), "readers share");
+        assert!(blocking(&readers, 3, false).is_some());
     }
 }

@@ -3,19 +3,22 @@
 use std::fmt;
 use std::sync::Arc;
 
-use lock_core::backend::Capability::{Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote};
+use lock_core::backend::Capability::{
+    Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote, Semaphores, SharedLocks,
+};
 use lock_core::backend::{
-    async_trait, holder_stream, AcquireRequest, Acquired, Backend, Capabilities, HolderStream,
+    async_trait, holder_stream, AcquireRequest, Acquired, Backend, Capabilities, HoldKind,
+    HolderStream, Primitive,
 };
 use lock_core::{LockError, LockInfo, LockName};
 use zookeeper_client::Error as ZkError;
 
 use crate::config::ZkConfig;
-use crate::names::{lock_dir, queue};
+use crate::holders::{holders, HolderNode, Object};
+use crate::names::{lock_dir, permits_dir};
 use crate::observe::HolderNodes;
 use crate::session::Sessions;
-use crate::value::lock_info;
-use crate::{error, queue as lock_queue, tls};
+use crate::{error, permits, queue as lock_queue, tls};
 
 /// How often `inspect`, `force_release` and a watch look again when the
 /// node they picked vanished under them.
@@ -55,35 +58,11 @@ impl ZkBackend {
         lock_dir(&self.config.base, name)
     }
 
-    /// The holder's node (full path) and its data and czxid, if any, as of
-    /// this call: every lock taken before it (by any session) is seen.
-    async fn holder(&self, name: &LockName) -> Result<Option<(String, Vec<u8>, i64)>, LockError> {
+    /// The holders of `name`'s lock (the exclusive holder, or every
+    /// reader), as of this call.
+    async fn lock_holders(&self, name: &LockName) -> Result<Vec<HolderNode>, LockError> {
         let session = self.sessions.get().await?;
-        let dir = self.lock_dir(name);
-        // Reads are served by the server this session is connected to,
-        // which may lag behind the leader: a lock another session just
-        // took would look free. `sync` makes the server catch up first.
-        session
-            .request(session.client().sync("/"))
-            .await
-            .map_err(|e| error::map("sync with the leader", e))?;
-        for _ in 0..RACE_RETRIES {
-            let children = lock_queue::list(&session, &dir).await?;
-            let Some(first) = queue(&children).into_iter().next() else {
-                return Ok(None);
-            };
-            let path = format!("{dir}/{}", first.name);
-            match session.request(session.client().get_data(&path)).await {
-                Ok((data, stat)) => return Ok(Some((path, data, stat.czxid))),
-                // Released between the listing and the read: look again.
-                Err(ZkError::NoNode) => continue,
-                Err(e) => return Err(error::map(&format!("read {path}"), e)),
-            }
-        }
-        Err(LockError::Unavailable {
-            message: format!("the holder of {dir} kept changing while being read"),
-            source: None,
-        })
+        holders(&session, &self.lock_dir(name), Object::Lock).await
     }
 }
 
@@ -96,21 +75,50 @@ impl Backend for ZkBackend {
     fn capabilities(&self) -> Capabilities {
         // Locks live as long as the session, which the client keeps alive:
         // a guard that stops "renewing" keeps its lock (no per_lock_expiry).
-        Capabilities::of(&[Expiry, ForceRelease, NotifiedWakeups, Fifo, Remote])
+        Capabilities::of(&[
+            Expiry,
+            ForceRelease,
+            NotifiedWakeups,
+            Fifo,
+            Remote,
+            SharedLocks,
+            Semaphores,
+        ])
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
         let session = self.sessions.get().await?;
         // Before the node exists, so that no expiry can slip in between.
         session.register(request.loss.clone());
-        lock_queue::acquire(&session, &self.lock_dir(&request.name), request).await
+        match request.kind {
+            HoldKind::Permit { limit } => {
+                let dir = permits_dir(&self.config.base, &request.name);
+                permits::acquire(&session, &dir, request, limit).await
+            }
+            _ => lock_queue::acquire(&session, &self.lock_dir(&request.name), request).await,
+        }
     }
 
+    /// The exclusive holder, or the oldest reader.
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        Ok(self
-            .holder(name)
-            .await?
-            .map(|(_, data, czxid)| lock_info(&data, czxid)))
+        let holders = self.lock_holders(name).await?;
+        Ok(holders.into_iter().next().map(|holder| holder.info))
+    }
+
+    async fn holders(
+        &self,
+        name: &LockName,
+        primitive: Primitive,
+    ) -> Result<Vec<LockInfo>, LockError> {
+        let held = match primitive {
+            Primitive::Lock => self.lock_holders(name).await?,
+            Primitive::Semaphore => {
+                let session = self.sessions.get().await?;
+                let dir = permits_dir(&self.config.base, name);
+                holders(&session, &dir, Object::Semaphore).await?
+            }
+        };
+        Ok(held.into_iter().map(|holder| holder.info).collect())
     }
 
     /// Watches the holder's node (its value changes and its deletion), or
@@ -123,16 +131,25 @@ impl Backend for ZkBackend {
         ))
     }
 
+    /// Deletes the holder's node, or every reader's.
     async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
         let session = self.sessions.get().await?;
         for _ in 0..RACE_RETRIES {
-            let Some((path, _, _)) = self.holder(name).await? else {
+            let held = self.lock_holders(name).await?;
+            if held.is_empty() {
                 return Ok(false);
-            };
-            match session.request(session.client().delete(&path, None)).await {
-                Ok(()) => return Ok(true),
-                Err(ZkError::NoNode) => continue,
-                Err(e) => return Err(error::map(&format!("delete {path}"), e)),
+            }
+            let mut removed = false;
+            for holder in held {
+                let path = holder.path;
+                match session.request(session.client().delete(&path, None)).await {
+                    Ok(()) => removed = true,
+                    Err(ZkError::NoNode) => {}
+                    Err(e) => return Err(error::map(&format!("delete {path}"), e)),
+                }
+            }
+            if removed {
+                return Ok(true);
             }
         }
         Ok(false)

@@ -1,4 +1,4 @@
-//! A held ZooKeeper lock: our node at the head of the queue.
+//! A held ZooKeeper lock, read lock or permit: our node in its queue.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,8 +25,9 @@ pub(crate) struct ZkHeld {
     /// version check.
     path: String,
     watch: NodeWatch,
-    /// Whether the release marks the node before deleting it: only a
-    /// lock that had to wait does. Whoever queued behind a lock found free
+    /// Whether the release marks the node before deleting it: only an
+    /// exclusive lock that had to wait does (readers and permits never:
+    /// nobody reads a mark from their nodes). Whoever queued behind a lock found free
     /// at once almost always saw it at the head of the queue, so its plain
     /// deletion already tells them that they are next; in the rare case it
     /// does not, it costs them a listing. Either way is safe.
@@ -34,21 +35,21 @@ pub(crate) struct ZkHeld {
 }
 
 impl ZkHeld {
-    /// The lock held through node `path`; `waited` says whether it had to
-    /// wait behind others (see [`ZkHeld::marked`]).
+    /// The hold kept by node `path`; `marked` says whether its release
+    /// marks the node (see [`ZkHeld::marked`]).
     pub(crate) fn new(
         session: Arc<Session>,
         owner: OwnerId,
         path: String,
         watch: NodeWatch,
-        waited: bool,
+        marked: bool,
     ) -> Self {
         Self {
             session,
             owner,
             path,
             watch,
-            marked: waited,
+            marked,
         }
     }
 

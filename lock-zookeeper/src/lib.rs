@@ -2,13 +2,17 @@
 
 mod ahead;
 mod backend;
+mod cleanup;
 mod config;
 mod contended;
 mod delayed;
 mod error;
 mod held;
+mod holders;
 mod names;
 mod observe;
+mod permit_wait;
+mod permits;
 mod queue;
 mod session;
 mod tls;

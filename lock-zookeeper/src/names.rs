@@ -4,7 +4,13 @@
 //!
 //! ```text
 //! <base>/<namespace>/<key segment>/…/<key segment>/_locks/lock-<guid>-<sequence>
+//! <base>/<namespace>/<key segment>/…/<key segment>/_locks/read-<guid>-<sequence>
+//! <base>/<namespace>/<key segment>/…/<key segment>/_permits/permit-<guid>-<sequence>
 //! ```
+//!
+//! Readers (`read-`) queue with the exclusive contenders (`lock-`) in one
+//! directory, so they share its sequence counter; a semaphore's permits
+//! live in the sibling [`PERMITS_DIR`], whose data is the limit.
 //!
 //! The key's `/` levels stay levels, so an operator browsing the tree sees
 //! the key hierarchy. Contenders live in the child directory
@@ -30,6 +36,37 @@ pub(crate) const CONTENDERS_DIR: &str = "_locks";
 /// The name prefix of a contender node, followed by `<guid>-` and the
 /// sequence number ZooKeeper appends.
 pub(crate) const NODE_PREFIX: &str = "lock-";
+/// The name prefix of a reader's node in the contenders directory; it
+/// takes its sequence number from the same counter as [`NODE_PREFIX`]
+/// nodes, so readers and exclusive contenders form one queue.
+pub(crate) const READ_PREFIX: &str = "read-";
+/// The directory, under a key's directory, that holds its semaphore's
+/// permit nodes; its data is the semaphore's limit.
+pub(crate) const PERMITS_DIR: &str = "_permits";
+/// The name prefix of a permit node in [`PERMITS_DIR`].
+pub(crate) const PERMIT_PREFIX: &str = "permit-";
+
+/// What a node in a contenders or permits directory stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NodeKind {
+    /// An exclusive contender (lock, leadership, write lock): `lock-`.
+    Exclusive,
+    /// A reader of the name's lock: `read-`.
+    Shared,
+    /// A permit of the name's semaphore: `permit-`.
+    Permit,
+}
+
+impl NodeKind {
+    /// The node name prefix of this kind.
+    pub(crate) fn prefix(self) -> &'static str {
+        match self {
+            Self::Exclusive => NODE_PREFIX,
+            Self::Shared => READ_PREFIX,
+            Self::Permit => PERMIT_PREFIX,
+        }
+    }
+}
 
 /// The base path used when the URL names no chroot.
 pub const DEFAULT_BASE: &str = "/distlock";
@@ -37,6 +74,16 @@ pub const DEFAULT_BASE: &str = "/distlock";
 /// The contenders directory of lock `name` under `base` (an absolute path
 /// without a trailing `/`).
 pub(crate) fn lock_dir(base: &str, name: &LockName) -> String {
+    object_dir(base, name, CONTENDERS_DIR)
+}
+
+/// The permits directory of the semaphore of `name` under `base`: a
+/// sibling of its contenders directory.
+pub(crate) fn permits_dir(base: &str, name: &LockName) -> String {
+    object_dir(base, name, PERMITS_DIR)
+}
+
+fn object_dir(base: &str, name: &LockName, leaf: &str) -> String {
     let mut path = String::with_capacity(base.len() + name.key().as_str().len() + 32);
     path.push_str(base);
     path.push('/');
@@ -48,21 +95,23 @@ pub(crate) fn lock_dir(base: &str, name: &LockName) -> String {
         path.push_str(&encode_segment(segment));
     }
     path.push('/');
-    path.push_str(CONTENDERS_DIR);
+    path.push_str(leaf);
     path
 }
 
-/// The path prefix a contender with id `guid` creates in `dir`;
+/// The path prefix a node of `kind` with id `guid` creates in `dir`;
 /// ZooKeeper appends the sequence number.
-pub(crate) fn node_prefix(dir: &str, guid: &str) -> String {
-    format!("{dir}/{NODE_PREFIX}{guid}-")
+pub(crate) fn kind_prefix(dir: &str, kind: NodeKind, guid: &str) -> String {
+    format!("{dir}/{}{guid}-", kind.prefix())
 }
 
 /// A contender node's name split into its parts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct NodeName<'a> {
-    /// The name as listed (`lock-<guid>-<sequence>`).
+    /// The name as listed (`lock-<guid>-<sequence>`, `read-…`, `permit-…`).
     pub(crate) name: &'a str,
+    /// What the node stands for, from its prefix.
+    pub(crate) kind: NodeKind,
     /// The contender's id.
     pub(crate) guid: &'a str,
     /// The sequence number ZooKeeper assigned; the lowest holds the lock.
@@ -72,19 +121,24 @@ pub(crate) struct NodeName<'a> {
 /// Parses a child of a contenders directory; `None` for anything that is
 /// not a contender node (so foreign nodes never take part in the queue).
 pub(crate) fn parse_node(name: &str) -> Option<NodeName<'_>> {
-    let rest = name.strip_prefix(NODE_PREFIX)?;
+    let (kind, rest) = [NodeKind::Exclusive, NodeKind::Shared, NodeKind::Permit]
+        .into_iter()
+        .find_map(|kind| Some((kind, name.strip_prefix(kind.prefix())?)))?;
     let (guid, sequence) = rest.rsplit_once('-')?;
     if guid.is_empty() || sequence.is_empty() || !sequence.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     Some(NodeName {
         name,
+        kind,
         guid,
         sequence: sequence.parse().ok()?,
     })
 }
 
 /// The contender nodes among `children`, lowest sequence (the holder) first.
+/// (Readers and exclusive contenders live in a contenders directory,
+/// permits in a permits directory; each directory holds one queue.)
 pub(crate) fn queue(children: &[String]) -> Vec<NodeName<'_>> {
     let mut nodes: Vec<_> = children.iter().filter_map(|c| parse_node(c)).collect();
     nodes.sort_by_key(|node| node.sequence);
@@ -247,6 +301,24 @@ mod tests {
         let queue = queue(&children);
         let seen: Vec<_> = queue.iter().map(|n| (n.guid, n.sequence)).collect();
         assert_eq!(seen, [("aaa", 2), ("a-b", 5), ("bbb", 10)]);
-        assert_eq!(node_prefix("/d", "g"), "/d/lock-g-");
+        assert_eq!(kind_prefix("/d", NodeKind::Exclusive, "g"), "/d/lock-g-");
+        assert_eq!(kind_prefix("/d", NodeKind::Shared, "g"), "/d/read-g-");
+        let mixed: Vec<String> = ["read-r-0000000003", "lock-w-0000000002", "permit-p-1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let kinds: Vec<_> = super::queue(&mixed)
+            .iter()
+            .map(|n| (n.kind, n.sequence))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (NodeKind::Permit, 1),
+                (NodeKind::Exclusive, 2),
+                (NodeKind::Shared, 3)
+            ]
+        );
+        assert_eq!(permits_dir("/b", &name("a")), "/b/ns/a/_permits");
     }
 }

@@ -43,13 +43,13 @@
 
 use std::sync::{Arc, Weak};
 
-use lock_core::backend::{async_trait, Change, HolderSource};
+use lock_core::backend::{async_trait, Change, HoldKind, HolderSource};
 use lock_core::{LockError, LockInfo};
 use zookeeper_client::{Error as ZkError, EventType, OneshotWatcher, SessionState};
 
 use crate::backend::RACE_RETRIES;
 use crate::error;
-use crate::names::queue;
+use crate::names::{parse_node, queue, NodeKind};
 use crate::session::{Session, Sessions};
 use crate::value::lock_info;
 
@@ -235,8 +235,14 @@ impl HolderNodes {
         {
             Ok((data, stat, watcher)) => {
                 self.armed = Some(watcher);
+                let reader = is_reader(&path);
                 self.holder = Some(path);
-                Ok(Some(lock_info(&data, stat.czxid)))
+                let info = lock_info(&data, stat.czxid);
+                Ok(Some(if reader {
+                    info.with_kind(HoldKind::Shared)
+                } else {
+                    info
+                }))
             }
             Err(ZkError::NoNode) => Ok(None),
             Err(e) => Err(error::map(&format!("read {path}"), e)),
@@ -303,4 +309,11 @@ impl HolderSource for HolderNodes {
         };
         Ok(Change::Reread)
     }
+}
+
+/// Whether the contender node at `path` is a reader's (the holder a watch
+/// reports is then one of the readers).
+fn is_reader(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    parse_node(name).is_some_and(|node| node.kind == NodeKind::Shared)
 }

@@ -18,50 +18,59 @@
 //! the lock without listing again; a node deleted unmarked (a waiter
 //! giving up) makes it list the queue (see [`crate::ahead`]).
 //!
-//! Cancel-safety: until the acquire returns, a [`CleanupOnDrop`] deletes
-//! the node — found by its guid while the create's reply is outstanding.
+//! Cancel-safety: until the acquire returns, a [`DeleteOnDrop`] deletes
+//! the node — or, while the create's reply is outstanding, a
+//! [`CleanupOnDrop`] finds it by its guid and deletes it.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use lock_core::backend::{AcquireRequest, Acquired, CleanupOnDrop, Renewal, WaitMode};
+use lock_core::backend::{AcquireRequest, Acquired, CleanupOnDrop, HoldKind, Renewal, WaitMode};
 use lock_core::{FencingToken, LockError};
 use zookeeper_client::{
     Client, CreateMode, CreateOptions, Error as ZkError, MultiWriteError, MultiWriteResult,
 };
 
-use crate::ahead::{self, Ahead, Next};
+use crate::ahead::{self, Next};
+use crate::cleanup::DeleteOnDrop;
 use crate::delayed;
 use crate::error::{self, outcome_unknown};
 use crate::held::ZkHeld;
-use crate::names::{node_prefix, queue};
+use crate::names::{kind_prefix, queue, NodeKind};
 use crate::session::Session;
 use crate::value::node_data;
 use crate::watch::NodeWatch;
 
 /// How often an acquire starts over when its node vanished while it
 /// waited (taken away from the queue, or the container was reclaimed).
-const MAX_RESTARTS: usize = 3;
+pub(crate) const MAX_RESTARTS: usize = 3;
 /// How often a create is retried after its parent directory vanished.
-const MAX_PARENT_RETRIES: usize = 5;
+pub(crate) const MAX_PARENT_RETRIES: usize = 5;
 
 /// Our node in the queue.
 #[derive(Debug)]
-struct Contender {
-    path: String,
-    sequence: i64,
-    czxid: i64,
+pub(crate) struct Contender {
+    /// Its full path.
+    pub(crate) path: String,
+    /// The sequence number ZooKeeper appended to its name.
+    pub(crate) sequence: i64,
+    /// The zxid of its creation: the fencing token.
+    pub(crate) czxid: i64,
 }
 
 /// How one pass through the queue ended.
-enum Pass {
+pub(crate) enum Pass {
+    /// The hold is ours.
     Acquired(Acquired),
+    /// A [`WaitMode::Try`] that found the object busy.
     NotAcquired,
     /// Our node disappeared while we waited; enter the queue again.
     Removed,
 }
 
-/// Takes the lock `request` names in contenders directory `dir`.
+/// Takes the lock `request` names in contenders directory `dir`: alone
+/// (a `lock-` node) or, for [`HoldKind::Shared`], as a reader (a `read-`
+/// node, in the same queue).
 pub(crate) async fn acquire(
     session: &Arc<Session>,
     dir: &str,
@@ -98,8 +107,14 @@ async fn pass(
         guid.clone(),
     ));
     let data = node_data(request.owner.as_str(), &request.value);
-    let (me, mut listing) = enter(session, dir, &guid, &data).await?;
-    let cleanup = CleanupOnDrop::new(delete_node(client.clone(), me.path.clone()));
+    let shared = request.kind == HoldKind::Shared;
+    let kind = if shared {
+        NodeKind::Shared
+    } else {
+        NodeKind::Exclusive
+    };
+    let (me, mut listing) = enter(session, dir, kind, &guid, &data).await?;
+    let cleanup = DeleteOnDrop::new(client.clone(), me.path.clone());
     by_guid.disarm();
     // Started after the first look at the queue: at once for a waiter (it
     // must know if its node goes, or it could take the lock without one),
@@ -125,14 +140,11 @@ async fn pass(
             cleanup.disarm();
             return Ok(Pass::Removed);
         }
-        let ahead: Vec<_> = nodes
-            .iter()
-            .take_while(|n| n.sequence < me.sequence)
-            .collect();
         if std::mem::take(&mut first_look) {
-            session.contended().record(dir, !ahead.is_empty());
+            let others_ahead = nodes.first().is_some_and(|n| n.sequence < me.sequence);
+            session.contended().record(dir, others_ahead);
         }
-        let Some(predecessor) = ahead.last() else {
+        let Some(ahead) = ahead::blocking(&nodes, me.sequence, shared) else {
             let own = own_watch.unwrap_or_else(|| watch_own(false));
             return Ok(held(
                 session,
@@ -141,7 +153,8 @@ async fn pass(
                 own,
                 cleanup,
                 requested_at,
-                waited,
+                // Readers never mark their release (see `crate::ahead`).
+                waited && !shared,
             ));
         };
         waited = true;
@@ -153,28 +166,36 @@ async fn pass(
             }
             return Ok(Pass::NotAcquired);
         }
-        let ahead = Ahead {
-            predecessor: predecessor.name,
-            at_head: ahead.len() == 1,
-        };
         let own = own_watch.take().unwrap_or_else(|| watch_own(true));
         match ahead::wait(session, dir, ahead, &own).await? {
-            Next::Hold => return Ok(held(session, request, me, own, cleanup, requested_at, true)),
+            Next::Hold => {
+                let marked = !shared;
+                return Ok(held(
+                    session,
+                    request,
+                    me,
+                    own,
+                    cleanup,
+                    requested_at,
+                    marked,
+                ));
+            }
             Next::Relist => own_watch = Some(own),
         }
     }
 }
 
-/// The lock is ours: hand the node to a [`ZkHeld`] — unless the node is
-/// already known to have vanished, then queue again.
-fn held(
+/// The hold is ours: hand the node to a [`ZkHeld`] (whose release marks
+/// the node if `marked`) — unless the node is already known to have
+/// vanished, then queue again.
+pub(crate) fn held(
     session: &Arc<Session>,
     request: &AcquireRequest,
     me: Contender,
     own: NodeWatch,
-    cleanup: CleanupOnDrop,
+    cleanup: DeleteOnDrop,
     requested_at: Instant,
-    waited: bool,
+    marked: bool,
 ) -> Pass {
     cleanup.disarm();
     if !own.hold() {
@@ -192,7 +213,7 @@ fn held(
             request.owner.clone(),
             me.path,
             own,
-            waited,
+            marked,
         )),
     })
 }
@@ -206,10 +227,11 @@ fn held(
 async fn enter(
     session: &Session,
     dir: &str,
+    kind: NodeKind,
     guid: &str,
     data: &[u8],
 ) -> Result<Entered, LockError> {
-    let prefix = node_prefix(dir, guid);
+    let prefix = kind_prefix(dir, kind, guid);
     let mut busy = session.contended().was_contended(dir);
     let mut parent_retries = 0;
     let node = NewNode {
@@ -260,7 +282,7 @@ struct NewNode<'a> {
 
 /// How lock nodes are created: ephemeral, sequential, with the session's
 /// ACLs.
-fn node_options(session: &Session) -> CreateOptions<'static> {
+pub(crate) fn node_options(session: &Session) -> CreateOptions<'static> {
     CreateMode::EphemeralSequential.with_acls(session.acls())
 }
 
@@ -341,7 +363,7 @@ fn unexpected(what: &str) -> Entry {
 
 /// Creates `dir` and its missing ancestors as container nodes, which the
 /// server reclaims once they are empty.
-async fn make_dirs(session: &Session, dir: &str) -> Result<(), LockError> {
+pub(crate) async fn make_dirs(session: &Session, dir: &str) -> Result<(), LockError> {
     let options = CreateMode::Container.with_acls(session.acls());
     session
         .request(session.client().mkdir(dir, &options))
@@ -360,7 +382,7 @@ pub(crate) async fn list(session: &Session, dir: &str) -> Result<Vec<String>, Lo
 
 /// Our node after a create whose reply was lost: the lowest with our guid
 /// (extra ones, from a create that was applied twice, are deleted).
-async fn find_by_guid(
+pub(crate) async fn find_by_guid(
     session: &Session,
     dir: &str,
     guid: &str,
@@ -396,21 +418,12 @@ async fn find_by_guid(
 
 /// Deletes every node of contender `guid` in `dir` (clean-up of a dropped
 /// acquire whose create reply never came). Best effort.
-async fn withdraw_by_guid(client: Client, dir: String, guid: String) {
+pub(crate) async fn withdraw_by_guid(client: Client, dir: String, guid: String) {
     // Sent after the create on the same session, so it sees the node.
     let Ok(children) = client.list_children(&dir).await else {
         return;
     };
     for node in queue(&children).into_iter().filter(|n| n.guid == guid) {
         let _ = client.delete(&format!("{dir}/{}", node.name), None).await;
-    }
-}
-
-/// Deletes one node (clean-up of a dropped acquire). Best effort.
-async fn delete_node(client: Client, path: String) {
-    if let Err(e) = client.delete(&path, None).await {
-        if e != ZkError::NoNode {
-            tracing::debug!(%e, path, "distlock: could not withdraw from the lock queue; the session's end will");
-        }
     }
 }
