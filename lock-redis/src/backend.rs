@@ -6,23 +6,25 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use lock_core::backend::Capability::{
-    Expiry, Fifo, ForceRelease, NotifiedWakeups, PerLockExpiry, Remote,
+    Expiry, Fifo, ForceRelease, NotifiedWakeups, PerLockExpiry, Remote, Semaphores, SharedLocks,
 };
 use lock_core::backend::{
     acquire_with_retries, holder_stream, AcquireRequest, Acquired, Attempt, Backend, Capabilities,
-    CleanupOnDrop, HeldLock, HolderStream, Renewal,
+    HoldKind, HolderStream, Primitive, Renewal,
 };
 use lock_core::{FencingToken, LockError, LockInfo, LockName};
 
 use crate::config::{RedisConfig, Topology};
 use crate::conn::{Conn, ScriptCall, Timeouts};
+use crate::held::RedisHeld;
 use crate::keys::LockKeys;
+use crate::leaving::{object_of, LeaveOnDrop, Leaving, Pending};
 use crate::pubsub::Listener;
 use crate::queue::{QueueMode, QueuedWait, WAITER_LIFE};
 use crate::renewal::{ConnTarget, HeldKeys, RenewalStats, Renewer};
 use crate::retry::CleanupRetry;
-use crate::scripts::{parse_inspect, scripts, AcquireReply};
-use crate::value::lock_info;
+use crate::scripts::{limit_mismatch, scripts, AcquireReply};
+use crate::shared::{holders_of, limit_arg};
 use crate::watch::RedisWatch;
 
 /// Locks on one Redis instance (`redis://`) or a Redis Cluster
@@ -36,7 +38,9 @@ pub(crate) struct Inner {
     pub(crate) conn: Conn,
     pub(crate) timeouts: Timeouts,
     pub(crate) listener: Listener,
-    renewer: Renewer,
+    pub(crate) renewer: Renewer,
+    /// Clean-ups of abandoned acquisitions under way.
+    pub(crate) leaving: Arc<Leaving>,
     config: RedisConfig,
 }
 
@@ -66,6 +70,7 @@ impl RedisBackend {
                 timeouts,
                 listener,
                 renewer,
+                leaving: Arc::default(),
                 config,
             }),
         })
@@ -82,10 +87,12 @@ impl RedisBackend {
         &self.inner
     }
 
-    /// One run of the acquire script. A call that fails or is dropped
-    /// before its reply leaves a clean-up behind (out of the queue, and an
-    /// owner-checked release), so a late execution on the server cannot
-    /// leave an orphan lock or a phantom waiter.
+    /// One run of the acquire script of `request`'s kind (exclusive, read
+    /// or permit). A call that fails or is dropped before its reply
+    /// leaves a clean-up behind (out of the queue, and an owner-checked
+    /// release), so a late execution on the server cannot leave an orphan
+    /// hold or a phantom waiter. Waits first for this backend's clean-ups
+    /// of the same object still under way (see [`Leaving`]).
     pub(crate) async fn attempt(
         &self,
         keys: &LockKeys,
@@ -93,38 +100,63 @@ impl RedisBackend {
         mode: QueueMode,
     ) -> Result<(AcquireReply, Instant), LockError> {
         let owner = request.owner.as_str();
+        let kind = request.kind;
+        let timeouts = self.inner.timeouts;
+        self.inner
+            .leaving
+            .settled(object_of(keys, kind), timeouts.overall)
+            .await;
         let requested_at = Instant::now();
-        let cleanup = CleanupOnDrop::new(leave(
-            Arc::clone(&self.inner),
-            keys.clone(),
-            owner.to_owned(),
-            request.ttl,
-        ));
+        let cleanup = LeaveOnDrop::new(&self.inner, keys, owner, request.ttl, kind);
         let ttl_ms = request.ttl.as_millis() as u64;
         let waiter_life_ms = WAITER_LIFE.as_millis() as u64;
         let grant_channel = self.inner.listener.grant_channel();
+        let lock_keys = keys.with_readers();
+        let semaphore_keys = keys.semaphore();
+        let limit = limit_arg(kind);
+        let (what, script, names): (_, _, &[&str]) = match kind {
+            HoldKind::Shared => ("acquire a read lock", &scripts().acquire_read, &lock_keys),
+            HoldKind::Permit { .. } => (
+                "acquire a permit",
+                &scripts().acquire_permit,
+                &semaphore_keys,
+            ),
+            _ => ("acquire", &scripts().acquire, &lock_keys),
+        };
+        let args: [&dyn crate::conn::ToArg; 7] = [
+            &owner,
+            &ttl_ms,
+            &mode.arg(),
+            &waiter_life_ms,
+            &grant_channel,
+            &request.value,
+            &limit,
+        ];
+        // The exclusive script takes six arguments: no seventh to send.
+        let args = if limit.is_empty() {
+            &args[..6]
+        } else {
+            &args[..]
+        };
         let reply: Vec<i64> = self
             .inner
             .conn
             .eval(
-                self.inner.timeouts,
-                &ScriptCall::new(
-                    "acquire",
-                    &scripts().acquire,
-                    &keys.all(),
-                    &[
-                        &owner,
-                        &ttl_ms,
-                        &mode.arg(),
-                        &waiter_life_ms,
-                        &grant_channel,
-                        &request.value,
-                    ],
-                )
-                .idempotent(),
+                timeouts,
+                &ScriptCall::new(what, script, names, args).idempotent(),
             )
             .await?;
         cleanup.disarm();
+        if let Some(stored) = limit_mismatch(&reply) {
+            let HoldKind::Permit { limit: asked } = kind else {
+                unreachable!("only permits have limits")
+            };
+            return Err(LockError::LimitMismatch {
+                key: request.name.key().to_string(),
+                stored,
+                asked,
+            });
+        }
         Ok((AcquireReply::parse(&reply), requested_at))
     }
 
@@ -140,34 +172,47 @@ impl RedisBackend {
             token,
             requested_at: at,
             renewal: Renewal::Lease,
-            held: Box::new(RedisHeld {
-                inner: Arc::clone(&self.inner),
-                lock: HeldKeys::new(keys, request),
-            }),
+            held: Box::new(RedisHeld::new(
+                Arc::clone(&self.inner),
+                HeldKeys::new(keys, request),
+                request.kind,
+            )),
         })
     }
 }
 
-/// Takes `owner` out of the lock's queue and releases the lock if `owner`
-/// holds it (handing it to the next waiter), retrying until the server
-/// answers or the lock would have expired anyway. For an acquisition that
-/// ended without the lock, whose owner id is never used again.
-pub(crate) async fn leave(inner: Arc<Inner>, keys: LockKeys, owner: String, ttl: Duration) {
+/// Takes `owner` out of the line of the object it asked a `kind` hold of
+/// and gives back a hold it has there (letting the next waiters in),
+/// retrying until the server answers or the hold would have expired
+/// anyway. For an acquisition that ended without its hold, whose owner id
+/// is never used again. `pending` counts the clean-up as under way until
+/// the first answer (or failure).
+pub(crate) async fn leave(
+    inner: Arc<Inner>,
+    keys: LockKeys,
+    owner: String,
+    ttl: Duration,
+    kind: HoldKind,
+    pending: Pending,
+) {
+    let mut pending = Some(pending);
     let mut retry =
         CleanupRetry::until(Instant::now() + ttl.max(WAITER_LIFE) * 2 + Duration::from_secs(5));
+    let lock_keys = keys.with_readers();
+    let semaphore_keys = keys.semaphore();
+    let (script, names): (_, &[&str]) = match kind {
+        HoldKind::Permit { .. } => (&scripts().release_permit, &semaphore_keys),
+        _ => (&scripts().release_queued, &lock_keys),
+    };
     loop {
         let outcome: Result<i64, LockError> = inner
             .conn
             .eval(
                 inner.timeouts,
-                &ScriptCall::new(
-                    "leave the queue",
-                    &scripts().release_queued,
-                    &keys.all(),
-                    &[&owner, &1],
-                ),
+                &ScriptCall::new("leave the queue", script, names, &[&owner, &1]),
             )
             .await;
+        pending.take();
         if outcome.is_ok() || !retry.pause().await {
             return;
         }
@@ -185,7 +230,8 @@ impl Backend for RedisBackend {
 
     fn capabilities(&self) -> Capabilities {
         // Waiters queue on the server and are handed the lock in order
-        // (see `queue`).
+        // (see `queue`); read locks and permits wait in the same kind of
+        // line (see `shared`).
         Capabilities::of(&[
             Expiry,
             PerLockExpiry,
@@ -193,6 +239,8 @@ impl Backend for RedisBackend {
             NotifiedWakeups,
             Fifo,
             Remote,
+            SharedLocks,
+            Semaphores,
         ])
     }
 
@@ -206,17 +254,19 @@ impl Backend for RedisBackend {
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        let keys = LockKeys::new(name);
-        let reply: redis::Value = self
-            .inner
-            .conn
-            .eval(
-                self.inner.timeouts,
-                &ScriptCall::new("inspect", &scripts().inspect, &[keys.lock.as_str()], &[])
-                    .idempotent(),
-            )
-            .await?;
-        Ok(parse_inspect(reply).map(|(value, ttl_left)| lock_info(&value, ttl_left)))
+        // The exclusive holder, or the oldest reader.
+        Ok(holders_of(&self.inner, name, Primitive::Lock)
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    async fn holders(
+        &self,
+        name: &LockName,
+        primitive: Primitive,
+    ) -> Result<Vec<LockInfo>, LockError> {
+        holders_of(&self.inner, name, primitive).await
     }
 
     fn watch(&self, name: &LockName) -> HolderStream {
@@ -236,7 +286,7 @@ impl Backend for RedisBackend {
                 &ScriptCall::new(
                     "force release",
                     &scripts().release_queued,
-                    &keys.all(),
+                    &keys.with_readers(),
                     &[&"", &"force"],
                 ),
             )
@@ -251,59 +301,5 @@ impl fmt::Debug for RedisBackend {
             .field("config", &self.inner.config)
             .field("renewals", &self.inner.renewer.stats())
             .finish()
-    }
-}
-
-/// One lock held on an instance or cluster.
-struct RedisHeld {
-    inner: Arc<Inner>,
-    lock: HeldKeys,
-}
-
-impl fmt::Debug for RedisHeld {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("RedisHeld").field(&self.lock).finish()
-    }
-}
-
-#[async_trait]
-impl HeldLock for RedisHeld {
-    async fn renew(&self, ttl: Duration) -> Result<(), LockError> {
-        self.lock.renew(&self.inner.renewer, ttl).await
-    }
-
-    async fn release(&self) -> Result<(), LockError> {
-        let released: i64 = self
-            .inner
-            .conn
-            .eval(
-                self.inner.timeouts,
-                &ScriptCall::new(
-                    "release",
-                    &scripts().release_queued,
-                    &self.lock.keys.all(),
-                    &[&self.lock.owner, &0],
-                ),
-            )
-            .await?;
-        self.lock.confirm(released == 1)
-    }
-
-    async fn set_value(&self, value: &str) -> Result<(), LockError> {
-        let changed: i64 = self
-            .inner
-            .conn
-            .eval(
-                self.inner.timeouts,
-                &ScriptCall::new(
-                    "set value",
-                    &scripts().set_value,
-                    &self.lock.keys.watched_lock(),
-                    &[&self.lock.owner, &value],
-                )
-                .idempotent(),
-            )
-            .await?;
-        self.lock.confirm(changed == 1)
     }
 }

@@ -10,7 +10,15 @@
 //! backend's own grant channel). While someone watches the lock, the
 //! marker `distlock:{<ns>:<key>}:watched` exists and every change of
 //! holder or value is published on `distlock:{<ns>:<key>}:holder` (see
-//! [`watch`](crate::watch)). The part in braces is a Redis Cluster hash
+//! [`watch`](crate::watch)). Read locks are the sorted set
+//! `distlock:{<ns>:<key>}:readers` (owner scored by lease end, server
+//! clock, ms) and the hash `distlock:{<ns>:<key>}:readvalues` (owner ->
+//! `"<token> <owner>"`, then a newline and the value). The semaphore of the
+//! name is a separate object with the same layout: permits
+//! `distlock:{<ns>:<key>}:permits` and `…:permitvalues`, its limit
+//! `…:limit`, its counter `…:permittoken` and its own line
+//! `…:permitqueue` and `…:permitwaiters` (see [`shared`](crate::shared)).
+//! The part in braces is a Redis Cluster hash
 //! tag, so all of a lock's keys share a slot and one script can touch
 //! them all.
 //!
@@ -43,6 +51,22 @@ pub(crate) struct LockKeys {
     /// on while [`watched`](Self::watched) exists. The scripts name it
     /// `KEYS[1] .. ':holder'`.
     pub(crate) holder: String,
+    /// The readers: owner scored by the end of its lease (a sorted set).
+    pub(crate) readers: String,
+    /// Each reader's `"<token> <owner>"` (then `"\n<value>"`; a hash).
+    pub(crate) read_values: String,
+    /// The semaphore's permit holders, scored by the end of their lease.
+    pub(crate) permits: String,
+    /// Each permit holder's `"<token> <owner>"` (then `"\n<value>"`).
+    pub(crate) permit_values: String,
+    /// The limit the permits are held under.
+    pub(crate) limit: String,
+    /// The semaphore's token counter (never expires).
+    pub(crate) permit_token: String,
+    /// The semaphore's waiters, in order of arrival (a list).
+    pub(crate) permit_queue: String,
+    /// Each semaphore waiter's entry (a hash keyed by owner).
+    pub(crate) permit_waiters: String,
 }
 
 impl LockKeys {
@@ -60,21 +84,45 @@ impl LockKeys {
             waiters: format!("{lock}:waiters"),
             channel: format!("{lock}:released"),
             holder: format!("{lock}:holder"),
+            readers: format!("{lock}:readers"),
+            read_values: format!("{lock}:readvalues"),
+            permits: format!("{lock}:permits"),
+            permit_values: format!("{lock}:permitvalues"),
+            limit: format!("{lock}:limit"),
+            permit_token: format!("{lock}:permittoken"),
+            permit_queue: format!("{lock}:permitqueue"),
+            permit_waiters: format!("{lock}:permitwaiters"),
             lock,
         }
     }
 }
 
 impl LockKeys {
-    /// The keys the queue-aware scripts take: lock, counter, watchers'
-    /// marker, queue, waiters.
-    pub(crate) fn all(&self) -> [&str; 5] {
+    /// The keys of the scripts that take and give back holds of the lock,
+    /// exclusive or shared: lock, counter, watchers' marker, queue,
+    /// waiters, readers, readers' values.
+    pub(crate) fn with_readers(&self) -> [&str; 7] {
         [
             &self.lock,
             &self.token,
             &self.watched,
             &self.queue,
             &self.waiters,
+            &self.readers,
+            &self.read_values,
+        ]
+    }
+
+    /// The keys of the semaphore's scripts: permits, their values, the
+    /// limit, the counter, the line and its waiters.
+    pub(crate) fn semaphore(&self) -> [&str; 6] {
+        [
+            &self.permits,
+            &self.permit_values,
+            &self.limit,
+            &self.permit_token,
+            &self.permit_queue,
+            &self.permit_waiters,
         ]
     }
 
@@ -126,13 +174,21 @@ mod tests {
         assert_eq!(k.channel, "distlock:{billing:invoices/2026}:released");
         assert_eq!(k.watched, "distlock:{billing:invoices/2026}:watched");
         assert_eq!(k.holder, format!("{}:holder", k.lock));
+        assert_eq!(k.readers, format!("{}:readers", k.lock));
+        assert_eq!(k.read_values, format!("{}:readvalues", k.lock));
+        assert_eq!(k.permits, format!("{}:permits", k.lock));
+        assert_eq!(k.permit_values, format!("{}:permitvalues", k.lock));
+        assert_eq!(k.limit, format!("{}:limit", k.lock));
+        assert_eq!(k.permit_token, format!("{}:permittoken", k.lock));
+        assert_eq!(k.permit_queue, format!("{}:permitqueue", k.lock));
+        assert_eq!(k.permit_waiters, format!("{}:permitwaiters", k.lock));
     }
 
     #[test]
     fn braces_stay_inside_the_hash_tag() {
         let k = keys("ns", "a}b{c%7D");
         assert_eq!(hash_tag(&k.lock), "ns:a%7Db%7Bc%257D");
-        for other in [&k.token, &k.watched, &k.queue, &k.waiters] {
+        for other in k.with_readers().into_iter().chain(k.semaphore()) {
             assert_eq!(hash_tag(&k.lock), hash_tag(other));
         }
     }
@@ -151,8 +207,8 @@ mod tests {
         for (ns, key) in names {
             let k = keys(ns, key);
             assert!(seen.insert(k.lock.clone()), "{ns}/{key}");
-            for name in [k.token, k.watched, k.queue, k.waiters] {
-                assert!(seen.insert(name), "{ns}/{key}");
+            for name in k.with_readers().into_iter().skip(1).chain(k.semaphore()) {
+                assert!(seen.insert(name.to_owned()), "{ns}/{key}");
             }
         }
     }

@@ -4,13 +4,16 @@ mod backend;
 mod config;
 mod conn;
 mod grants;
+mod held;
 mod keys;
+mod leaving;
 mod pubsub;
 mod queue;
 mod redlock;
 mod renewal;
 mod retry;
 mod scripts;
+mod shared;
 mod value;
 mod watch;
 

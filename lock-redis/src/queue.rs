@@ -1,4 +1,6 @@
-//! Waiting in line for a lock on one instance or a cluster.
+//! Waiting in line for a lock on one instance or a cluster (and, the
+//! same way, for a read lock or a semaphore's permit: see
+//! [`shared`](crate::shared)).
 //!
 //! A waiter that finds the lock held joins the lock's queue on the server
 //! (inside the acquire script): its owner id goes to the back of a list,
@@ -22,14 +24,13 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use lock_core::backend::{
-    AcquireRequest, Attempt, Backoff, CleanupOnDrop, TryAcquire, WakeSubscription,
-};
+use lock_core::backend::{AcquireRequest, Attempt, Backoff, TryAcquire, WakeSubscription};
 use lock_core::{LockError, LockName};
 
-use crate::backend::{leave, RedisBackend};
+use crate::backend::RedisBackend;
 use crate::grants::GrantTicket;
 use crate::keys::LockKeys;
+use crate::leaving::LeaveOnDrop;
 use crate::pubsub::Listening;
 use crate::scripts::AcquireReply;
 
@@ -79,7 +80,7 @@ struct State {
     /// earlier than this.
     refused_at: Option<Instant>,
     /// Takes us out of line unless the acquisition succeeds.
-    leave: Option<CleanupOnDrop>,
+    leave: Option<LeaveOnDrop>,
 }
 
 impl<'a> QueuedWait<'a> {
@@ -136,12 +137,13 @@ impl<'a> QueuedWait<'a> {
         let mut state = self.state();
         state.refused_at = Some(at);
         if state.leave.is_none() {
-            state.leave = Some(CleanupOnDrop::new(leave(
-                std::sync::Arc::clone(self.backend.inner()),
-                self.keys.clone(),
-                request.owner.as_str().to_owned(),
+            state.leave = Some(LeaveOnDrop::new(
+                self.backend.inner(),
+                &self.keys,
+                request.owner.as_str(),
                 request.ttl,
-            )));
+                request.kind,
+            ));
         }
     }
 }

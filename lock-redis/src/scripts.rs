@@ -57,6 +57,27 @@ const SET_VALUE: &str = include_str!("scripts/set_value.lua");
 /// Marks a lock as watched and reads it; see `scripts/watch_read.lua`.
 const WATCH_READ: &str = include_str!("scripts/watch_read.lua");
 
+/// Takes a read lock or queues for it; see `scripts/acquire_read.lua`.
+const ACQUIRE_READ: &str = include_str!("scripts/acquire_read.lua");
+
+/// Takes a semaphore's permit or queues for one; see
+/// `scripts/acquire_permit.lua`.
+const ACQUIRE_PERMIT: &str = include_str!("scripts/acquire_permit.lua");
+
+/// Gives a permit back and lets waiters in; see
+/// `scripts/release_permit.lua`.
+const RELEASE_PERMIT: &str = include_str!("scripts/release_permit.lua");
+
+/// Renews a read lock or a permit; see `scripts/renew_hold.lua`.
+const RENEW_HOLD: &str = include_str!("scripts/renew_hold.lua");
+
+/// Replaces a read lock's or a permit's value; see
+/// `scripts/set_hold_value.lua`.
+const SET_HOLD_VALUE: &str = include_str!("scripts/set_hold_value.lua");
+
+/// Every holder of a lock or a semaphore; see `scripts/holders.lua`.
+const HOLDERS: &str = include_str!("scripts/holders.lua");
+
 /// The scripts, hashed once per process.
 #[derive(Debug)]
 pub(crate) struct Scripts {
@@ -69,6 +90,12 @@ pub(crate) struct Scripts {
     pub(crate) raise: Script,
     pub(crate) set_value: Script,
     pub(crate) watch_read: Script,
+    pub(crate) acquire_read: Script,
+    pub(crate) acquire_permit: Script,
+    pub(crate) release_permit: Script,
+    pub(crate) renew_hold: Script,
+    pub(crate) set_hold_value: Script,
+    pub(crate) holders: Script,
 }
 
 /// The process-wide scripts.
@@ -84,6 +111,12 @@ pub(crate) fn scripts() -> &'static Scripts {
         raise: with_common(RAISE),
         set_value: with_common(SET_VALUE),
         watch_read: with_common(WATCH_READ),
+        acquire_read: with_common(ACQUIRE_READ),
+        acquire_permit: with_common(ACQUIRE_PERMIT),
+        release_permit: with_common(RELEASE_PERMIT),
+        renew_hold: with_common(RENEW_HOLD),
+        set_hold_value: with_common(SET_HOLD_VALUE),
+        holders: with_common(HOLDERS),
     })
 }
 
@@ -99,7 +132,7 @@ fn source(body: &str) -> String {
 
 impl Scripts {
     /// Every script, for loading them ahead of use.
-    pub(crate) fn all(&self) -> [&Script; 9] {
+    pub(crate) fn all(&self) -> [&Script; 15] {
         [
             &self.acquire,
             &self.renew_many,
@@ -110,11 +143,17 @@ impl Scripts {
             &self.raise,
             &self.set_value,
             &self.watch_read,
+            &self.acquire_read,
+            &self.acquire_permit,
+            &self.release_permit,
+            &self.renew_hold,
+            &self.set_hold_value,
+            &self.holders,
         ]
     }
 }
 
-/// The reply of [`ACQUIRE`].
+/// The reply of [`ACQUIRE`], [`ACQUIRE_READ`] and [`ACQUIRE_PERMIT`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AcquireReply {
     /// Ours, with this token.
@@ -139,6 +178,15 @@ impl AcquireReply {
                 holder: FencingToken::new(at(2).max(0) as u64),
             },
         }
+    }
+}
+
+/// The limit in an [`ACQUIRE_PERMIT`] reply `{2, stored limit}`: permits
+/// are held under another limit. `None` for any other reply.
+pub(crate) fn limit_mismatch(reply: &[i64]) -> Option<u32> {
+    match reply {
+        [2, stored, ..] => u32::try_from(*stored).ok(),
+        _ => None,
     }
 }
 
@@ -180,8 +228,15 @@ mod tests {
         );
     }
 
+    #[test]
+    fn limit_mismatch_replies() {
+        assert_eq!(limit_mismatch(&[2, 3]), Some(3));
+        assert_eq!(limit_mismatch(&[1, 3]), None);
+        assert_eq!(limit_mismatch(&[0, 100, 0]), None);
+    }
+
     /// Every script, as its file has it.
-    const BODIES: [&str; 9] = [
+    const BODIES: [&str; 15] = [
         ACQUIRE,
         RENEW_MANY,
         RELEASE_QUEUED,
@@ -191,11 +246,29 @@ mod tests {
         RAISE,
         SET_VALUE,
         WATCH_READ,
+        ACQUIRE_READ,
+        ACQUIRE_PERMIT,
+        RELEASE_PERMIT,
+        RENEW_HOLD,
+        SET_HOLD_VALUE,
+        HOLDERS,
     ];
 
     #[test]
     fn the_helpers_are_defined_once_in_front_of_every_script() {
-        for helper in ["owner_of", "token_of", "now_ms"] {
+        for helper in [
+            "owner_of",
+            "token_of",
+            "now_ms",
+            "queue_entry",
+            "parse_entry",
+            "join_line",
+            "waiter_ahead",
+            "keep_for",
+            "sweep",
+            "add_hold",
+            "renew_hold",
+        ] {
             let definition = format!("local function {helper}(");
             assert!(COMMON.contains(&definition), "{helper} missing");
             for body in BODIES {

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{connect, holder_of};
+use common::{connect, holder_of, raw_redis};
 use distlock_testkit::layout::RedisKeys;
 use distlock_testkit::redis::{shared_cluster_url, shared_redis_url};
 use distlock_testkit::with_query;
@@ -16,7 +16,7 @@ use lock_core::{LockGuard, LockOptions, Locker};
 
 /// The flags the suite picks cases by: a Redis lock expires on its own,
 /// can be broken by an operator, wakes waiters across processes and hands
-/// itself to its waiters in order.
+/// itself to its waiters in order; it has read locks and semaphores.
 #[tokio::test]
 async fn redis_declares_its_capabilities() {
     let locker = connect(&shared_redis_url().await.unwrap()).await.unwrap();
@@ -28,18 +28,9 @@ async fn redis_declares_its_capabilities() {
             && caps.notified_wakeups
             && caps.remote
             && caps.fifo
+            && caps.shared_locks
+            && caps.semaphores
     );
-}
-
-/// A raw connection to the suite's server, for looking at a lock's keys
-/// from outside distlock.
-async fn raw_redis() -> ::redis::aio::MultiplexedConnection {
-    let url = shared_redis_url().await.unwrap();
-    ::redis::Client::open(url.as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
 }
 
 /// The owner ids in line for `key` in `locker`'s namespace, in order,

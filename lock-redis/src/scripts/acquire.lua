@@ -9,6 +9,9 @@
 -- KEYS[5]  the waiters: owner -> "<deadline ms> <ttl ms> <grant channel>",
 --          followed by "\n<value>" for a waiter with a value (a hash);
 --          KEYS[4] and KEYS[5] are used only in modes '1' and '2'
+-- KEYS[6]  the readers: owner scored by lease end (a sorted set), and
+-- KEYS[7]  their values (a hash); both left out by Redlock, which has no
+--          read locks
 -- ARGV[1]  owner
 -- ARGV[2]  ttl, ms
 -- ARGV[3]  queue mode: '0' do not queue (also Redlock), '1' queue if
@@ -23,31 +26,37 @@
 -- "held <ttl> <lock value>". Held by this very owner (handed over by a
 -- release, or an earlier try of the same acquisition whose reply went
 -- missing): resets the expiry, so a retry never blocks on its own
--- leftover. Held by someone else: in modes '1' and '2' queues the owner
+-- leftover. Held by someone else (or by live readers): in modes '1' and '2' queues the owner
 -- with its value, or renews its entry and keeps its place, with a
 -- liveness deadline of now + waiter life.
 --
 -- Reply: {1, token} when the lock is ours;
 --        {0, pttl of the lock, holder's token (0: not a distlock value)}.
 --
--- redis-cli --eval <(cat common.lua acquire.lua) lock counter watched queue waiters , me 30000 1 10000 grants ''
+-- redis-cli --eval <(cat common.lua acquire.lua) lock counter watched queue waiters readers readvalues , me 30000 1 10000 grants ''
 
 local v = redis.call('GET', KEYS[1])
+local pttl, holder
 if v then
   if owner_of(v) == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return {1, token_of(v)}
   end
-  if ARGV[3] == '1' or ARGV[3] == '2' then
-    local entry = (now_ms() + tonumber(ARGV[4])) .. ' ' .. ARGV[2] .. ' ' .. ARGV[5]
-    if ARGV[6] ~= '' then entry = entry .. '\n' .. ARGV[6] end
-    if redis.call('HSET', KEYS[5], ARGV[1], entry) == 1 then
-      redis.call('RPUSH', KEYS[4], ARGV[1])
-    end
-    redis.call('PEXPIRE', KEYS[4], ARGV[4])
-    redis.call('PEXPIRE', KEYS[5], ARGV[4])
+  pttl, holder = redis.call('PTTL', KEYS[1]), token_of(v) or 0
+elseif KEYS[6] and redis.call('EXISTS', KEYS[6]) == 1 then
+  -- Readers hold the lock while any of them is live.
+  local now = now_ms()
+  if sweep(KEYS[6], KEYS[7], now) > 0 then
+    local last = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
+    pttl, holder = tonumber(last[2]) - now, 0
   end
-  return {0, redis.call('PTTL', KEYS[1]), token_of(v) or 0}
+end
+if pttl then
+  if ARGV[3] == '1' or ARGV[3] == '2' then
+    local entry = queue_entry(now_ms() + tonumber(ARGV[4]), ARGV[2], ARGV[5], '', ARGV[6])
+    join_line(KEYS[4], KEYS[5], ARGV[1], entry, ARGV[4])
+  end
+  return {0, pttl, holder}
 end
 local token = redis.call('INCR', KEYS[2])
 local held = token .. ' ' .. ARGV[1]

@@ -38,3 +38,14 @@ pub(crate) async fn start(spec: Result<ServerSpec, String>) -> Server {
 pub(crate) async fn holder_of(locker: &Locker, key: &str, why: &str) -> LockInfo {
     locker.inspect(key).await.unwrap().expect(why)
 }
+
+/// A raw connection to the shared test server, for looking at a lock's
+/// keys from outside distlock.
+pub(crate) async fn raw_redis() -> ::redis::aio::MultiplexedConnection {
+    let url = distlock_testkit::redis::shared_redis_url().await.unwrap();
+    ::redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
