@@ -17,12 +17,13 @@ use lock_core::backend::WaitMode;
 use lock_core::{LockError, LockName};
 use tokio::sync::mpsc;
 
+use super::read::next_read;
 use super::turn::{watch_deletion_into, Position};
 use super::{run_txn, Turn};
 use crate::backend::Shared;
 use crate::keys;
 use crate::session::Lease;
-use crate::watch::{Fired, WatchGuard};
+use crate::watch::WatchGuard;
 
 /// Checks `limit` against the semaphore's stored limit while any entry
 /// is queued, and stores it when none is.
@@ -116,23 +117,8 @@ impl Position {
                 .iter()
                 .map(|key| watch_deletion_into(shared, key, view.revision, fired_tx.clone()))
                 .collect();
-            let at = loop {
-                tokio::select! {
-                    event = fired.recv() => match event {
-                        Some(Fired::Created { revision }) if revision <= view.revision => {}
-                        Some(Fired::Created { revision } | Fired::Deleted { revision }) => {
-                            break Some(revision)
-                        }
-                        Some(Fired::Refused(reason)) => {
-                            return Err(LockError::Backend {
-                                message: format!("etcd refused to watch the semaphore: {reason}"),
-                                source: None,
-                            })
-                        }
-                        Some(Fired::Compacted) | None => break None,
-                    },
-                    _ = lease_lost.wait_for(|lost| *lost) => return Ok(Turn::Requeue),
-                }
+            let Some(at) = next_read(&mut fired, view.revision, &mut lease_lost).await? else {
+                return Ok(Turn::Requeue);
             };
             view = self
                 .read_permits(shared, at, shared.retry_deadline(wait))

@@ -14,6 +14,7 @@ use std::time::Instant;
 use etcd_client::{GetOptions, KeyValue, SortOrder, SortTarget};
 use lock_core::backend::WaitMode;
 use lock_core::LockError;
+use tokio::sync::{mpsc, watch};
 
 use super::turn::{watch_deletion, Position};
 use super::Turn;
@@ -57,24 +58,8 @@ impl Position {
                 return Ok(Turn::Busy);
             }
             let (mut fired, _watch) = watch_deletion(shared, &writer, view.revision);
-            let at = loop {
-                tokio::select! {
-                    event = fired.recv() => match event {
-                        // Nothing written since our read.
-                        Some(Fired::Created { revision }) if revision <= view.revision => {}
-                        Some(Fired::Created { revision } | Fired::Deleted { revision }) => {
-                            break Some(revision)
-                        }
-                        Some(Fired::Refused(reason)) => {
-                            return Err(LockError::Backend {
-                                message: format!("etcd refused to watch the lock queue: {reason}"),
-                                source: None,
-                            })
-                        }
-                        Some(Fired::Compacted) | None => break None,
-                    },
-                    _ = lease_lost.wait_for(|lost| *lost) => return Ok(Turn::Requeue),
-                }
+            let Some(at) = next_read(&mut fired, view.revision, &mut lease_lost).await? else {
+                return Ok(Turn::Requeue);
             };
             view = self
                 .read_ahead(shared, at, shared.retry_deadline(wait))
@@ -137,6 +122,37 @@ impl Position {
             revision,
             own_exists,
             writer_ahead,
+        }
+    }
+}
+
+/// Waits on `fired` (deletion watches set after a read at revision
+/// `read_at`) for what calls for a new read: `Some(Some(r))` to read at
+/// revision `r` (a deletion, or a watch that started later than the
+/// read), `Some(None)` to read afresh (history compacted, or the watches
+/// gone), `None` if the session's lease was lost meanwhile.
+pub(super) async fn next_read(
+    fired: &mut mpsc::UnboundedReceiver<Fired>,
+    read_at: i64,
+    lease_lost: &mut watch::Receiver<bool>,
+) -> Result<Option<Option<i64>>, LockError> {
+    loop {
+        tokio::select! {
+            event = fired.recv() => match event {
+                // Nothing written since our read.
+                Some(Fired::Created { revision }) if revision <= read_at => {}
+                Some(Fired::Created { revision } | Fired::Deleted { revision }) => {
+                    return Ok(Some(Some(revision)))
+                }
+                Some(Fired::Refused(reason)) => {
+                    return Err(LockError::Backend {
+                        message: format!("etcd refused to watch the lock queue: {reason}"),
+                        source: None,
+                    })
+                }
+                Some(Fired::Compacted) | None => return Ok(Some(None)),
+            },
+            _ = lease_lost.wait_for(|lost| *lost) => return Ok(None),
         }
     }
 }
