@@ -4,18 +4,17 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use tokio::runtime::Handle;
-use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::backend::spawn_detached;
 use crate::backend::{AcquireRequest, Acquired};
-use crate::early_renewal::EarlyRenewal;
 use crate::error::LockError;
 use crate::info::HoldKind;
+use crate::keeper::{Kept, LeaseKeeper};
 use crate::key::LockName;
 use crate::loss::{LossReason, LossSignal};
 use crate::owner::OwnerId;
-use crate::renewal::{self, Lease};
+use crate::renewal::Lease;
 use crate::token::FencingToken;
 
 /// A held lock.
@@ -42,7 +41,7 @@ pub struct LockGuard {
     backend: &'static str,
     lease: Arc<Lease>,
     signal: LossSignal,
-    renewer: Option<JoinHandle<()>>,
+    kept: Option<Kept>,
     runtime: Option<Handle>,
     finished: bool,
 }
@@ -54,7 +53,7 @@ impl LockGuard {
         acquired: Acquired,
         signal: LossSignal,
         auto_renew: bool,
-        early_renewal: Option<EarlyRenewal>,
+        keeper: &LeaseKeeper,
     ) -> Self {
         let AcquireRequest {
             name,
@@ -81,10 +80,7 @@ impl LockGuard {
             key = %name.key(),
             token = acquired.token.get(),
         );
-        let renewer = match early_renewal {
-            Some(early) => early.start(&lease, auto_renew, span),
-            None => renewal::start(&lease, auto_renew, span),
-        };
+        let kept = keeper.keep(&lease, auto_renew, span);
         Self {
             name,
             owner,
@@ -94,7 +90,7 @@ impl LockGuard {
             backend,
             lease,
             signal,
-            renewer,
+            kept,
             runtime: Handle::try_current().ok(),
             finished: false,
         }
@@ -217,8 +213,8 @@ impl LockGuard {
     }
 
     fn stop_renewal(&mut self) {
-        if let Some(task) = self.renewer.take() {
-            task.abort();
+        if let Some(kept) = self.kept.take() {
+            kept.stop();
         }
     }
 }

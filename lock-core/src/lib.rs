@@ -43,11 +43,11 @@
 #![deny(missing_docs)]
 
 pub mod backend;
-mod early_renewal;
 mod election;
 mod error;
 mod guard;
 mod info;
+mod keeper;
 mod key;
 mod locker;
 mod loss;

@@ -7,11 +7,11 @@ use std::time::Instant;
 use tracing::Instrument;
 
 use crate::backend::{AcquireRequest, Backend, Capabilities, Primitive, WaitMode};
-use crate::early_renewal::EarlyRenewal;
 use crate::election::Election;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::info::{HoldKind, LockInfo};
+use crate::keeper::LeaseKeeper;
 use crate::key::{LockKey, LockName, Namespace};
 use crate::loss::loss_channel;
 use crate::options::{LockOptions, LockerOptions, WaitLimit};
@@ -47,6 +47,9 @@ use crate::watch::HolderWatch;
 pub struct Locker {
     backend: Arc<dyn Backend>,
     options: Arc<LockerOptions>,
+    /// Renews the leases of this locker's guards (shared by its clones and
+    /// by the handles made with other options).
+    keeper: LeaseKeeper,
 }
 
 impl Locker {
@@ -55,6 +58,7 @@ impl Locker {
         Self {
             backend,
             options: Arc::new(options),
+            keeper: LeaseKeeper::default(),
         }
     }
 
@@ -70,7 +74,11 @@ impl Locker {
     /// The same store with other settings for locks taken through the new
     /// handle.
     pub fn with_options(&self, options: LockerOptions) -> Self {
-        Self::new(Arc::clone(&self.backend), options)
+        Self {
+            backend: Arc::clone(&self.backend),
+            options: Arc::new(options),
+            keeper: self.keeper.clone(),
+        }
     }
 
     /// The same store, locks in `namespace`.
@@ -304,14 +312,6 @@ impl Locker {
             key = %request.name.key(),
             token = tracing::field::Empty,
         );
-        // A backend whose every lock has its own lease gets the lease's
-        // renewal task now, while the request is in flight (see
-        // `early_renewal`); dropped unused if the lock is not taken.
-        let early_renewal = self
-            .backend
-            .capabilities()
-            .per_lock_expiry
-            .then(|| EarlyRenewal::spawn(self.options.ttl));
         let attempt = self.backend.acquire(&request).instrument(span.clone());
         let acquired = match wait.deadline() {
             // The deadline is enforced here for every backend; backends
@@ -331,7 +331,7 @@ impl Locker {
             acquired,
             signal,
             auto_renew,
-            early_renewal,
+            &self.keeper,
         )))
     }
 }

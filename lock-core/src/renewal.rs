@@ -1,11 +1,8 @@
-//! Keeping a lease alive: the background task behind every guard whose
-//! backend asks for [`Renewal::Lease`] or [`Renewal::Check`].
+//! A guard's lease: what its store handed over, its validity window, and
+//! one renewal. The [`keeper`](crate::keeper) decides when to renew.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-use tokio::task::JoinHandle;
-use tracing::Instrument;
 
 use crate::backend::{HeldLock, Renewal};
 use crate::error::LockError;
@@ -52,7 +49,13 @@ impl Lease {
         }
     }
 
-    fn valid_until(&self) -> Instant {
+    /// When the request that took the lock was sent.
+    pub(crate) fn requested_at(&self) -> Instant {
+        self.requested_at
+    }
+
+    /// Until when the lock is surely ours (for [`Renewal::Lease`]).
+    pub(crate) fn valid_until(&self) -> Instant {
         *self.valid_until.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -103,93 +106,6 @@ impl Lease {
                 Err(LockError::Lost { key, reason })
             }
             Err(other) => Err(other),
-        }
-    }
-}
-
-/// Starts the background task that keeps `lease` alive, if its renewal
-/// mode needs one. The task ends when the lock is lost; the guard aborts it
-/// on release or drop.
-pub(crate) fn start(
-    lease: &Arc<Lease>,
-    auto_renew: bool,
-    span: tracing::Span,
-) -> Option<JoinHandle<()>> {
-    let lease = Arc::clone(lease);
-    let task = match lease.renewal {
-        Renewal::Managed => return None,
-        Renewal::Lease => tokio::spawn(keep_alive(lease, auto_renew).instrument(span)),
-        Renewal::Check { interval } => {
-            tokio::spawn(check_periodically(lease, interval).instrument(span))
-        }
-    };
-    Some(task)
-}
-
-/// The work of a [`Renewal::Lease`] task: renew the lease, or, without
-/// auto-renewal, only report its end.
-pub(crate) async fn keep_alive(lease: Arc<Lease>, auto_renew: bool) {
-    if auto_renew {
-        renew_lease(lease).await;
-    } else {
-        watch_validity(lease).await;
-    }
-}
-
-/// Renews at ttl/3 from the request that took the lock; a failed renewal
-/// is retried sooner, until the validity window closes, at which point the
-/// lock is reported lost *before* the store could have handed it to
-/// anyone else.
-async fn renew_lease(lease: Arc<Lease>) {
-    let interval = lease.ttl / 3;
-    let retry = (lease.ttl / 10).max(Duration::from_millis(10));
-    let mut next = lease.requested_at + interval;
-    loop {
-        let valid_until = lease.valid_until();
-        tokio::select! {
-            () = tokio::time::sleep_until(next.into()) => {}
-            () = tokio::time::sleep_until(valid_until.into()) => {
-                // Only an extend() can have moved the window meanwhile.
-                if Instant::now() >= lease.valid_until() {
-                    lease.reporter.report(LossReason::ValidityExpired);
-                    return;
-                }
-                continue;
-            }
-        }
-        let span = tracing::debug_span!("distlock.renew");
-        match lease.renew_once().instrument(span).await {
-            Ok(()) => next = Instant::now() + interval,
-            Err(LockError::Lost { .. }) => return,
-            Err(error) => {
-                tracing::warn!(%error, "distlock: renewal failed, retrying");
-                next = Instant::now() + retry;
-            }
-        }
-    }
-}
-
-/// For leases that are not renewed automatically: report the loss when the
-/// validity window (moved only by `extend`) closes.
-async fn watch_validity(lease: Arc<Lease>) {
-    loop {
-        let valid_until = lease.valid_until();
-        tokio::time::sleep_until(valid_until.into()).await;
-        if Instant::now() >= lease.valid_until() {
-            lease.reporter.report(LossReason::ValidityExpired);
-            return;
-        }
-    }
-}
-
-/// For locks that do not expire: check every `interval` that they still stand.
-async fn check_periodically(lease: Arc<Lease>, interval: Duration) {
-    loop {
-        tokio::time::sleep(interval).await;
-        match lease.renew_once().await {
-            Ok(()) => {}
-            Err(LockError::Lost { .. }) => return,
-            Err(error) => tracing::warn!(%error, "distlock: lock check failed, retrying"),
         }
     }
 }

@@ -1,6 +1,7 @@
-//! A lease's renewal task is spawned when the acquisition starts, before
-//! the lock is taken (see `early_renewal`): a lock taken only after a wait
-//! of several ttls must still be renewed from then on.
+//! Leases are kept (renewed every ttl/3, or reported lost at the end of
+//! their validity) by one task per locker: a lock taken after a long wait,
+//! many locks at once, locks released while others are kept, and locks on
+//! two runtimes, one of which shuts down.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,4 +120,92 @@ async fn a_lock_heard_of_after_its_lease_ran_out_is_lost_at_once() {
         locker(store).try_lock("k").await.unwrap().is_some(),
         "the store had freed it"
     );
+}
+
+/// Whether `guard`'s lock is still taken in the store: another locker
+/// cannot take it.
+async fn still_taken(store: &str, key: &str) -> bool {
+    locker(store).try_lock(key).await.unwrap().is_none()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_locks_are_renewed_while_others_come_and_go() {
+    let store = "keeping-many";
+    let locks = locker(store);
+    let mut kept = Vec::new();
+    for i in 0..50 {
+        kept.push(locks.lock(&format!("kept-{i}")).await.unwrap());
+    }
+    // Locks taken and released meanwhile leave nothing that stops the
+    // others' renewals.
+    let churn = tokio::spawn({
+        let locks = locks.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + TTL * 5;
+            let mut n = 0u64;
+            while tokio::time::Instant::now() < deadline {
+                let guard = locks.lock(&format!("churn-{}", n % 7)).await.unwrap();
+                n += 1;
+                guard.release().await.unwrap();
+                tokio::task::yield_now().await;
+            }
+            n
+        }
+    });
+    tokio::time::sleep(TTL * 5).await;
+    assert!(churn.await.unwrap() > 0);
+    for (i, guard) in kept.iter().enumerate() {
+        assert!(guard.is_held(), "lock {i} was not renewed");
+        assert!(
+            still_taken(store, &format!("kept-{i}")).await,
+            "lock {i} expired"
+        );
+    }
+    for guard in kept {
+        guard.release().await.unwrap();
+    }
+}
+
+#[test]
+fn locks_on_a_runtime_that_lives_on_are_renewed_when_another_shuts_down() {
+    let store = "keeping-two-runtimes";
+    let locks = locker(store);
+    let first = tokio::runtime::Runtime::new().unwrap();
+    let second = tokio::runtime::Runtime::new().unwrap();
+    // The first lock starts the keeper on the first runtime...
+    let early = first.block_on(locks.lock("early")).unwrap();
+    // ...which keeps the second runtime's lock too.
+    let later = second.block_on(locks.lock("later")).unwrap();
+    drop(first);
+    second.block_on(async {
+        tokio::time::sleep(TTL * 5).await;
+        assert!(later.is_held(), "the lock lost its keeper");
+        assert!(
+            still_taken(store, "later").await,
+            "the lock expired in the store"
+        );
+    });
+    // The first runtime's lock is kept from the second one too.
+    assert!(early.is_held(), "the lock of the runtime that shut down");
+    second.block_on(async {
+        assert!(still_taken(store, "early").await);
+        later.release().await.unwrap();
+        early.release().await.unwrap();
+    });
+}
+
+#[test]
+fn a_lock_whose_runtime_is_gone_is_reported_lost() {
+    let store = "keeping-runtime-gone";
+    let locks = locker(store);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let guard = runtime.block_on(locks.lock("k")).unwrap();
+    let signal = guard.loss_signal();
+    drop(runtime);
+    assert_eq!(
+        signal.loss_reason(),
+        Some(lock_core::LossReason::ValidityExpired),
+        "nothing renews the lock any more"
+    );
+    drop(guard);
 }
