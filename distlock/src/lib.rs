@@ -14,6 +14,10 @@ pub use lock_core::{
     MAX_VALUE_LEN, MIN_TTL,
 };
 
+/// The names of the metrics every lock records through the `metrics`
+/// facade (cargo feature `metrics`, on by default), and what they mean.
+pub use lock_core::telemetry;
+
 /// Local `flock(2)` locks (`file:///dir`): settings for building a store
 /// without a URL, and the embedded default directory.
 #[cfg(feature = "file")]

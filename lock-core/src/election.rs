@@ -20,6 +20,7 @@ use crate::locker::Locker;
 use crate::loss::{LossReason, LossSignal};
 use crate::options::LockOptions;
 use crate::owner::OwnerId;
+use crate::telemetry::Taking;
 use crate::token::FencingToken;
 use crate::watch::HolderWatch;
 
@@ -77,7 +78,7 @@ impl Election {
     ) -> Result<Leadership, LockError> {
         let guard = self
             .locker
-            .lock_with(&self.name, options.value(value))
+            .take(&self.name, options.value(value), Taking::Leader)
             .await?;
         Ok(Leadership { guard })
     }

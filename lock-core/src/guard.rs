@@ -15,6 +15,7 @@ use crate::key::LockName;
 use crate::loss::{LossReason, LossSignal};
 use crate::owner::OwnerId;
 use crate::renewal::Lease;
+use crate::telemetry::{Holding, Labels};
 use crate::token::FencingToken;
 
 /// A held lock.
@@ -54,6 +55,7 @@ impl LockGuard {
         signal: LossSignal,
         auto_renew: bool,
         keeper: &LeaseKeeper,
+        labels: Labels,
     ) -> Self {
         let AcquireRequest {
             name,
@@ -64,8 +66,11 @@ impl LockGuard {
             loss: reporter,
             ..
         } = request;
+        let holding = Arc::new(Holding::start(labels));
+        reporter.attach(Arc::clone(&holding));
         let lease = Arc::new(Lease::new(
             name.key().to_string(),
+            holding,
             acquired.held,
             reporter,
             acquired.renewal,
@@ -194,6 +199,7 @@ impl LockGuard {
         self.finished = true;
         let earlier_loss = self.signal.loss_reason();
         self.lease.reporter.mark_released();
+        self.count_release(&outcome);
         match (earlier_loss, outcome) {
             (Some(reason), _) => Err(LockError::lost(self.key(), reason)),
             (None, Err(LockError::Lost { key, reason })) => Err(LockError::Lost { key, reason }),
@@ -207,9 +213,24 @@ impl LockGuard {
     pub fn leak(mut self) {
         self.stop_renewal();
         self.finished = true;
+        self.lease.holding.ended();
         // Keep the backend's handle alive so that dropping it does not
         // release anything (closing a lock file would).
         std::mem::forget(Arc::clone(&self.lease));
+    }
+
+    /// Counts a release that came back with `outcome` (a loss is counted
+    /// when it is reported).
+    fn count_release(&self, outcome: &Result<(), LockError>) {
+        let holding = &self.lease.holding;
+        match outcome {
+            Ok(()) => holding.released(),
+            Err(LockError::Lost { .. }) => {}
+            Err(error) => {
+                holding.labels().store_error(error);
+                holding.ended();
+            }
+        }
     }
 
     fn stop_renewal(&mut self) {
@@ -225,6 +246,8 @@ impl Drop for LockGuard {
         if self.finished {
             return;
         }
+        // Counted once: a lock lost before was counted then.
+        self.lease.holding.released();
         let lease = Arc::clone(&self.lease);
         let span = tracing::debug_span!("distlock.drop_release", backend = self.backend, key = %self.name.key());
         spawn_detached(

@@ -57,6 +57,7 @@ mod owner;
 mod renewal;
 mod rwlock;
 mod semaphore;
+pub mod telemetry;
 mod token;
 pub mod url;
 mod watch;

@@ -18,6 +18,7 @@ use crate::options::{LockOptions, LockerOptions, WaitLimit};
 use crate::owner::OwnerId;
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
+use crate::telemetry::{Labels, Taking, Waiting};
 use crate::watch::HolderWatch;
 
 /// Takes locks in one store and namespace.
@@ -123,22 +124,22 @@ impl Locker {
 
     /// Takes `key` if it is free now; `Ok(None)` if someone holds it.
     pub async fn try_lock(&self, key: &str) -> Result<Option<LockGuard>, LockError> {
-        self.try_take(key, HoldKind::Exclusive).await
+        self.try_take(key, Taking::Lock).await
     }
 
     /// Takes `key` with per-call options. A zero wait makes one attempt and
     /// fails with [`LockError::Timeout`] if the lock is held.
     pub async fn lock_with(&self, key: &str, options: LockOptions) -> Result<LockGuard, LockError> {
-        self.take(key, options, HoldKind::Exclusive).await
+        self.take(key, options, Taking::Lock).await
     }
 
     /// Takes a hold of `kind` on `key` if one is free now.
     pub(crate) async fn try_take(
         &self,
         key: &str,
-        kind: HoldKind,
+        taking: Taking,
     ) -> Result<Option<LockGuard>, LockError> {
-        self.acquire(key, WaitMode::Try, true, String::new(), kind)
+        self.acquire(key, WaitMode::Try, true, String::new(), taking)
             .await
     }
 
@@ -148,7 +149,7 @@ impl Locker {
         &self,
         key: &str,
         options: LockOptions,
-        kind: HoldKind,
+        taking: Taking,
     ) -> Result<LockGuard, LockError> {
         let wait = match options.wait {
             WaitLimit::Default => self.options.wait,
@@ -162,7 +163,7 @@ impl Locker {
             None => WaitMode::Forever,
         };
         match self
-            .acquire(key, mode, options.auto_renew, options.value, kind)
+            .acquire(key, mode, options.auto_renew, options.value, taking)
             .await?
         {
             Some(guard) => Ok(guard),
@@ -290,11 +291,15 @@ impl Locker {
         wait: WaitMode,
         auto_renew: bool,
         value: String,
-        kind: HoldKind,
+        taking: Taking,
     ) -> Result<Option<LockGuard>, LockError> {
         let name = self.name(key)?;
         crate::options::check_value(&value)?;
+        let kind = taking.hold_kind();
         self.check_kind(kind)?;
+        let started = Instant::now();
+        let labels = Labels::new(self.backend.name(), self.options.namespace.as_str(), taking);
+        let waiting = Waiting::start(&labels, wait.may_wait());
         let (reporter, signal) = loss_channel();
         let request = AcquireRequest {
             name,
@@ -318,9 +323,18 @@ impl Locker {
             // must be cancel-safe (see `Backend`).
             Some(deadline) => tokio::time::timeout_at(deadline.into(), attempt)
                 .await
-                .unwrap_or(Ok(None))?,
-            None => attempt.await?,
+                .unwrap_or(Ok(None)),
+            None => attempt.await,
         };
+        drop(waiting);
+        let acquired = match acquired {
+            Ok(acquired) => acquired,
+            Err(error) => {
+                labels.acquire_ended(started.elapsed(), Err(&error));
+                return Err(error);
+            }
+        };
+        labels.acquire_ended(started.elapsed(), Ok(acquired.is_some()));
         let Some(acquired) = acquired else {
             return Ok(None);
         };
@@ -332,6 +346,7 @@ impl Locker {
             signal,
             auto_renew,
             &self.keeper,
+            labels,
         )))
     }
 }

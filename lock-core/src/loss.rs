@@ -5,9 +5,11 @@
 //! The guard and anyone holding a [`LossSignal`] see it at once.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tokio::sync::watch;
+
+use crate::telemetry::Holding;
 
 /// Why a lock is known to be lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,6 +52,8 @@ enum LockState {
 #[derive(Clone)]
 pub struct LossReporter {
     state: Arc<watch::Sender<LockState>>,
+    /// The held lock's metrics, once it is held.
+    holding: Arc<OnceLock<Arc<Holding>>>,
 }
 
 impl LossReporter {
@@ -58,12 +62,15 @@ impl LossReporter {
     /// lost).
     pub fn report(&self, reason: LossReason) -> bool {
         let changed = self.state.send_if_modified(|state| {
-            if *state == LockState::Held {
-                *state = LockState::Lost(reason);
-                true
-            } else {
-                false
+            if *state != LockState::Held {
+                return false;
             }
+            *state = LockState::Lost(reason);
+            // Counted before anyone waiting on the signal can look.
+            if let Some(holding) = self.holding.get() {
+                holding.lost(reason);
+            }
+            true
         });
         if changed {
             tracing::warn!(%reason, "distlock: lock lost");
@@ -80,6 +87,11 @@ impl LossReporter {
     /// [`LossSignal`]s are gone); backends may then forget the reporter.
     pub fn is_abandoned(&self) -> bool {
         self.state.receiver_count() == 0
+    }
+
+    /// Counts a loss reported from now on in `holding`'s metrics.
+    pub(crate) fn attach(&self, holding: Arc<Holding>) {
+        let _ = self.holding.set(holding);
     }
 
     /// Marks the lock released by its owner; later reports are ignored.
@@ -153,6 +165,7 @@ pub fn loss_channel() -> (LossReporter, LossSignal) {
     (
         LossReporter {
             state: Arc::new(tx),
+            holding: Arc::default(),
         },
         LossSignal { state: rx },
     )

@@ -1,12 +1,13 @@
 //! A guard's lease: what its store handed over, its validity window, and
 //! one renewal. The [`keeper`](crate::keeper) decides when to renew.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::backend::{HeldLock, Renewal};
 use crate::error::LockError;
 use crate::loss::{LossReason, LossReporter};
+use crate::telemetry::Holding;
 
 /// The margin kept off a lease's validity for clock drift between this
 /// process and the store: 1 % of the ttl plus 2 ms.
@@ -23,6 +24,8 @@ pub(crate) struct Lease {
     pub(crate) ttl: Duration,
     /// The lock's name as shown in errors.
     pub(crate) key: String,
+    /// The lock's metrics.
+    pub(crate) holding: Arc<Holding>,
     /// When the request that took the lock was sent.
     requested_at: Instant,
     /// For [`Renewal::Lease`]: until when the lock is surely ours.
@@ -32,6 +35,7 @@ pub(crate) struct Lease {
 impl Lease {
     pub(crate) fn new(
         key: String,
+        holding: Arc<Holding>,
         held: Box<dyn HeldLock>,
         reporter: LossReporter,
         renewal: Renewal,
@@ -40,6 +44,7 @@ impl Lease {
     ) -> Self {
         Self {
             key,
+            holding,
             held,
             reporter,
             renewal,
@@ -86,16 +91,17 @@ impl Lease {
                 match tokio::time::timeout_at(deadline.into(), self.held.renew(self.ttl)).await {
                     Ok(outcome) => outcome,
                     Err(_) => {
+                        let lost = LockError::lost(self.key.clone(), LossReason::ValidityExpired);
+                        let outcome = Err(lost);
+                        self.holding.labels().renewal(&outcome);
                         self.reporter.report(LossReason::ValidityExpired);
-                        return Err(LockError::lost(
-                            self.key.clone(),
-                            LossReason::ValidityExpired,
-                        ));
+                        return outcome;
                     }
                 }
             }
             Renewal::Managed | Renewal::Check { .. } => self.held.renew(self.ttl).await,
         };
+        self.holding.labels().renewal(&outcome);
         match outcome {
             Ok(()) => {
                 self.renewed(sent);

@@ -5,9 +5,10 @@ use std::fmt;
 use crate::backend::Primitive;
 use crate::error::LockError;
 use crate::guard::LockGuard;
-use crate::info::{HoldKind, LockInfo};
+use crate::info::LockInfo;
 use crate::locker::Locker;
 use crate::options::LockOptions;
+use crate::telemetry::Taking;
 
 /// A read-write lock, made by [`Locker::rwlock`]: many readers at once, or
 /// one writer alone.
@@ -58,14 +59,12 @@ impl RwLock {
 
     /// Takes a read lock if no writer holds the lock or waits for it now.
     pub async fn try_read(&self) -> Result<Option<LockGuard>, LockError> {
-        self.locker.try_take(&self.name, HoldKind::Shared).await
+        self.locker.try_take(&self.name, Taking::Read).await
     }
 
     /// Takes a read lock with per-call options, as [`Locker::lock_with`].
     pub async fn read_with(&self, options: LockOptions) -> Result<LockGuard, LockError> {
-        self.locker
-            .take(&self.name, options, HoldKind::Shared)
-            .await
+        self.locker.take(&self.name, options, Taking::Read).await
     }
 
     /// Takes the write lock, waiting as long as the locker's default wait.
@@ -75,15 +74,13 @@ impl RwLock {
 
     /// Takes the write lock if nobody holds the lock now.
     pub async fn try_write(&self) -> Result<Option<LockGuard>, LockError> {
-        self.locker.try_take(&self.name, HoldKind::Exclusive).await
+        self.locker.try_take(&self.name, Taking::Write).await
     }
 
     /// Takes the write lock with per-call options, as
     /// [`Locker::lock_with`].
     pub async fn write_with(&self, options: LockOptions) -> Result<LockGuard, LockError> {
-        self.locker
-            .take(&self.name, options, HoldKind::Exclusive)
-            .await
+        self.locker.take(&self.name, options, Taking::Write).await
     }
 
     /// The writer, or every reader, holding the lock now.

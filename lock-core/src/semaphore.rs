@@ -5,9 +5,10 @@ use std::fmt;
 use crate::backend::Primitive;
 use crate::error::LockError;
 use crate::guard::LockGuard;
-use crate::info::{HoldKind, LockInfo};
+use crate::info::LockInfo;
 use crate::locker::Locker;
 use crate::options::LockOptions;
+use crate::telemetry::Taking;
 
 /// A counting semaphore, made by [`Locker::semaphore`]: at most
 /// [`limit`](Self::limit) permits are held at once.
@@ -71,13 +72,13 @@ impl Semaphore {
 
     /// Takes a permit if one is free now; `Ok(None)` if all are held.
     pub async fn try_acquire(&self) -> Result<Option<LockGuard>, LockError> {
-        self.locker.try_take(&self.name, self.kind()).await
+        self.locker.try_take(&self.name, self.taking()).await
     }
 
     /// Takes a permit with per-call options (wait, value, renewal), as
     /// [`Locker::lock_with`] takes a lock.
     pub async fn acquire_with(&self, options: LockOptions) -> Result<LockGuard, LockError> {
-        self.locker.take(&self.name, options, self.kind()).await
+        self.locker.take(&self.name, options, self.taking()).await
     }
 
     /// Every permit holder, in the order they took their permits where
@@ -88,8 +89,8 @@ impl Semaphore {
             .await
     }
 
-    fn kind(&self) -> HoldKind {
-        HoldKind::Permit { limit: self.limit }
+    fn taking(&self) -> Taking {
+        Taking::Permit { limit: self.limit }
     }
 }
 

@@ -1,0 +1,297 @@
+//! What lock-core records through the [`metrics`] facade (cargo feature
+//! `metrics`, on by default), once for every store and primitive.
+//!
+//! Without a recorder installed each record is a call into the facade's
+//! no-op recorder; without the feature it compiles to nothing. Labels are
+//! `store`, `namespace` and `kind` (`lock`, `read`, `write`, `permit`,
+//! `leader`), plus `outcome`, `reason`, `result` or `error` where a metric
+//! says so. A key never becomes a label: keys are unbounded.
+
+use std::time::Duration;
+#[cfg(feature = "metrics")]
+use std::time::Instant;
+
+#[cfg(feature = "metrics")]
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::error::LockError;
+use crate::info::HoldKind;
+use crate::loss::LossReason;
+
+/// Histogram: seconds from the call to the lock being taken or the call
+/// giving up; label `outcome` = `acquired`, `timeout` (also a refused
+/// `try_*` call) or `error`.
+pub const ACQUIRE_WAIT_SECONDS: &str = "distlock_acquire_wait_seconds";
+/// Histogram: seconds a lock was held, from its acquisition to its release
+/// or its loss.
+pub const HOLD_SECONDS: &str = "distlock_hold_seconds";
+/// Counter: locks taken.
+pub const ACQUISITIONS_TOTAL: &str = "distlock_acquisitions_total";
+/// Counter: locks given back by their holder while still held (a release
+/// call, or a guard dropped).
+pub const RELEASES_TOTAL: &str = "distlock_releases_total";
+/// Counter: held locks known lost; label `reason` = `renewal_refused`,
+/// `validity_expired`, `session_expired` or `taken_away`.
+pub const LOSSES_TOTAL: &str = "distlock_losses_total";
+/// Counter: lease renewals and checks; label `result` = `ok`, `lost`
+/// (the store said the lock is not ours) or `error`.
+pub const RENEWALS_TOTAL: &str = "distlock_renewals_total";
+/// Counter: errors from the store while acquiring, renewing or releasing;
+/// label `error` = `unavailable`, `backend`, `invalid_config`,
+/// `not_supported` or `other`.
+pub const STORE_ERRORS_TOTAL: &str = "distlock_store_errors_total";
+/// Gauge: locks held now (taken and neither released nor lost).
+pub const LOCKS_HELD: &str = "distlock_locks_held";
+/// Gauge: acquisitions waiting now (calls that may wait, until they
+/// return).
+pub const WAITERS: &str = "distlock_waiters";
+
+/// Every metric name, for exporters and tests.
+pub const ALL: [&str; 9] = [
+    ACQUIRE_WAIT_SECONDS,
+    HOLD_SECONDS,
+    ACQUISITIONS_TOTAL,
+    RELEASES_TOTAL,
+    LOSSES_TOTAL,
+    RENEWALS_TOTAL,
+    STORE_ERRORS_TOTAL,
+    LOCKS_HELD,
+    WAITERS,
+];
+
+/// What an acquisition takes, as the API was called: the hold it asks the
+/// store for, and the `kind` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Taking {
+    /// `Locker::lock` and friends.
+    Lock,
+    /// A read lock.
+    Read,
+    /// A write lock.
+    Write,
+    /// A semaphore's permit.
+    Permit {
+        /// The semaphore's limit.
+        limit: u32,
+    },
+    /// Leadership of an election.
+    Leader,
+}
+
+impl Taking {
+    /// The hold asked of the store.
+    pub(crate) fn hold_kind(self) -> HoldKind {
+        match self {
+            Self::Lock | Self::Write | Self::Leader => HoldKind::Exclusive,
+            Self::Read => HoldKind::Shared,
+            Self::Permit { limit } => HoldKind::Permit { limit },
+        }
+    }
+
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    fn label(self) -> &'static str {
+        match self {
+            Self::Lock => "lock",
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Permit { .. } => "permit",
+            Self::Leader => "leader",
+        }
+    }
+}
+
+/// The labels every metric of one acquisition carries.
+#[derive(Clone, Debug)]
+pub(crate) struct Labels {
+    #[cfg(feature = "metrics")]
+    base: [metrics::Label; 3],
+}
+
+impl Labels {
+    pub(crate) fn new(store: &'static str, namespace: &str, taking: Taking) -> Self {
+        #[cfg(not(feature = "metrics"))]
+        let _ = (store, namespace, taking);
+        Self {
+            #[cfg(feature = "metrics")]
+            base: [
+                metrics::Label::from_static_parts("store", store),
+                metrics::Label::new("namespace", namespace.to_owned()),
+                metrics::Label::from_static_parts("kind", taking.label()),
+            ],
+        }
+    }
+
+    #[cfg(feature = "metrics")]
+    fn with(&self, extra: Option<(&'static str, &'static str)>) -> Vec<metrics::Label> {
+        let mut labels = Vec::with_capacity(4);
+        labels.extend(self.base.iter().cloned());
+        if let Some((name, value)) = extra {
+            labels.push(metrics::Label::from_static_parts(name, value));
+        }
+        labels
+    }
+
+    fn count(&self, name: &'static str, extra: Option<(&'static str, &'static str)>) {
+        #[cfg(feature = "metrics")]
+        metrics::counter!(name, self.with(extra)).increment(1);
+        #[cfg(not(feature = "metrics"))]
+        let _ = (name, extra);
+    }
+
+    fn gauge(&self, name: &'static str, change: f64) {
+        #[cfg(feature = "metrics")]
+        metrics::gauge!(name, self.with(None)).increment(change);
+        #[cfg(not(feature = "metrics"))]
+        let _ = (name, change);
+    }
+
+    fn seconds(
+        &self,
+        name: &'static str,
+        extra: Option<(&'static str, &'static str)>,
+        d: Duration,
+    ) {
+        #[cfg(feature = "metrics")]
+        metrics::histogram!(name, self.with(extra)).record(d.as_secs_f64());
+        #[cfg(not(feature = "metrics"))]
+        let _ = (name, extra, d);
+    }
+
+    /// A store error met while `doing` something (counted by its kind).
+    pub(crate) fn store_error(&self, error: &LockError) {
+        let kind = match error {
+            LockError::Unavailable { .. } => "unavailable",
+            LockError::Backend { .. } => "backend",
+            LockError::InvalidConfig { .. } => "invalid_config",
+            LockError::NotSupported { .. } => "not_supported",
+            // Outcomes, not failures of the store.
+            LockError::Lost { .. } | LockError::Timeout { .. } => return,
+            _ => "other",
+        };
+        self.count(STORE_ERRORS_TOTAL, Some(("error", kind)));
+    }
+
+    /// A renewal or check came back with `outcome`.
+    pub(crate) fn renewal(&self, outcome: &Result<(), LockError>) {
+        let result = match outcome {
+            Ok(()) => "ok",
+            Err(LockError::Lost { .. }) => "lost",
+            Err(error) => {
+                self.store_error(error);
+                "error"
+            }
+        };
+        self.count(RENEWALS_TOTAL, Some(("result", result)));
+    }
+
+    /// An acquisition that began `waited` ago ended: with a lock, without
+    /// one (`Ok(false)`: the wait ran out or the lock was busy), or with
+    /// an error.
+    pub(crate) fn acquire_ended(&self, waited: Duration, outcome: Result<bool, &LockError>) {
+        let outcome = match outcome {
+            Ok(true) => "acquired",
+            Ok(false) => "timeout",
+            Err(error) => {
+                self.store_error(error);
+                "error"
+            }
+        };
+        self.seconds(ACQUIRE_WAIT_SECONDS, Some(("outcome", outcome)), waited);
+    }
+}
+
+/// Counts one waiting acquisition in [`WAITERS`] while it lives (dropped
+/// with a cancelled call too).
+pub(crate) struct Waiting<'a> {
+    labels: Option<&'a Labels>,
+}
+
+impl<'a> Waiting<'a> {
+    /// Counts a waiter if `may_wait`.
+    pub(crate) fn start(labels: &'a Labels, may_wait: bool) -> Self {
+        let labels = may_wait.then_some(labels);
+        if let Some(labels) = labels {
+            labels.gauge(WAITERS, 1.0);
+        }
+        Self { labels }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if let Some(labels) = self.labels {
+            labels.gauge(WAITERS, -1.0);
+        }
+    }
+}
+
+/// One held lock, as the metrics see it: counted in [`LOCKS_HELD`] from
+/// its acquisition until its release or its loss, whichever comes first.
+#[derive(Debug)]
+pub(crate) struct Holding {
+    labels: Labels,
+    #[cfg(feature = "metrics")]
+    since: Instant,
+    #[cfg(feature = "metrics")]
+    counted: AtomicBool,
+}
+
+impl Holding {
+    /// A lock just taken.
+    pub(crate) fn start(labels: Labels) -> Self {
+        labels.count(ACQUISITIONS_TOTAL, None);
+        labels.gauge(LOCKS_HELD, 1.0);
+        Self {
+            labels,
+            #[cfg(feature = "metrics")]
+            since: Instant::now(),
+            #[cfg(feature = "metrics")]
+            counted: AtomicBool::new(true),
+        }
+    }
+
+    /// The labels of this lock's metrics.
+    pub(crate) fn labels(&self) -> &Labels {
+        &self.labels
+    }
+
+    /// Ends the hold, neither released nor lost (the store could not be
+    /// told, or the guard was leaked); counted once.
+    pub(crate) fn ended(&self) {
+        self.end();
+    }
+
+    /// Ends the hold once; true the first time.
+    fn end(&self) -> bool {
+        #[cfg(feature = "metrics")]
+        {
+            if !self.counted.swap(false, Ordering::AcqRel) {
+                return false;
+            }
+            self.labels.gauge(LOCKS_HELD, -1.0);
+            self.labels
+                .seconds(HOLD_SECONDS, None, self.since.elapsed());
+        }
+        true
+    }
+
+    /// The holder gave the lock back while it was held.
+    pub(crate) fn released(&self) {
+        if self.end() {
+            self.labels.count(RELEASES_TOTAL, None);
+        }
+    }
+
+    /// The lock is known lost.
+    pub(crate) fn lost(&self, reason: LossReason) {
+        if self.end() {
+            let reason = match reason {
+                LossReason::RenewalRefused => "renewal_refused",
+                LossReason::ValidityExpired => "validity_expired",
+                LossReason::SessionExpired => "session_expired",
+                LossReason::TakenAway => "taken_away",
+            };
+            self.labels.count(LOSSES_TOTAL, Some(("reason", reason)));
+        }
+    }
+}
