@@ -22,6 +22,12 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "URL")]
     pub url: Option<String>,
 
+    /// Write the lock metrics of this run to PATH when it ends, in
+    /// Prometheus's text format (for node_exporter's textfile collector),
+    /// replacing the file at once.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub metrics_file: Option<std::path::PathBuf>,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

@@ -10,6 +10,7 @@
 //! distlock [--url URL] check [--filter SUBSTR]
 //! distlock [--url URL] bench [--clients N] [--keys K] [--duration DUR] [--shared] [--json]
 //! distlock [--url URL] bench --hold N [--hold-for DUR] [--json]
+//! distlock [--metrics-file PATH] ...   (any command: its lock metrics, written when it ends)
 //! ```
 //!
 //! The store is `--url`, else `$DISTLOCK_URL`, else `file://` locks in
@@ -27,6 +28,7 @@ pub mod cli;
 mod elect;
 pub mod exit;
 mod leader;
+mod metrics_out;
 mod output;
 mod run;
 mod signals;
@@ -51,15 +53,32 @@ pub async fn execute(cli: Cli) -> i32 {
         Ok(store) => store,
         Err(failure) => return report(None, failure),
     };
-    let result = match cli.command {
-        Command::Run(args) => run::run(&store, args).await,
-        Command::Elect(args) => elect::elect(&store, args).await,
-        Command::Leader(args) => leader::leader(&store, args).await,
-        Command::Status(args) => status::status(&store, args).await,
-        Command::Check(args) => check::check(&store, args).await,
-        Command::Bench(args) => bench::bench(&store, args).await,
+    let bench_json = matches!(&cli.command, Command::Bench(args) if args.json);
+    if cli.metrics_file.is_some() || bench_json {
+        metrics_out::install();
+    }
+    let code = run_command(&store, cli.command).await;
+    if let Some(path) = &cli.metrics_file {
+        if let Err(error) = metrics_out::write_file(path) {
+            output::say(&format!(
+                "cannot write the metrics to {}: {error}",
+                path.display()
+            ));
+        }
+    }
+    code
+}
+
+async fn run_command(store: &StoreUrl, command: Command) -> i32 {
+    let result = match command {
+        Command::Run(args) => run::run(store, args).await,
+        Command::Elect(args) => elect::elect(store, args).await,
+        Command::Leader(args) => leader::leader(store, args).await,
+        Command::Status(args) => status::status(store, args).await,
+        Command::Check(args) => check::check(store, args).await,
+        Command::Bench(args) => bench::bench(store, args).await,
     };
-    result.unwrap_or_else(|failure| report(Some(&store), failure))
+    result.unwrap_or_else(|failure| report(Some(store), failure))
 }
 
 fn report(store: Option<&StoreUrl>, failure: Failure) -> i32 {

@@ -140,6 +140,14 @@ fn bench_json_has_every_number() {
     let floor = &json["floor"];
     assert!(floor["p50_ratio"].is_number(), "{json}");
     assert!(floor["throughput"]["ops_per_sec"].is_number(), "{json}");
+    // The lock metrics of the run, under the names services export.
+    let metrics = json["metrics"].as_object().expect("metrics in the report");
+    let acquisitions: f64 = metrics
+        .iter()
+        .filter(|(series, _)| series.starts_with("distlock_acquisitions_total{"))
+        .filter_map(|(_, value)| value.as_f64())
+        .sum();
+    assert!(acquisitions > 100.0, "{json}");
 }
 
 #[test]

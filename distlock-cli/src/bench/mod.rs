@@ -107,8 +107,15 @@ async fn bench_hold(
     Ok(SUCCESS)
 }
 
+/// The report as JSON, with the lock metrics recorded during the run
+/// under `metrics` (the series names of `--metrics-file`).
 fn to_json(report: &impl serde::Serialize) -> Result<String, Failure> {
-    serde_json::to_string_pretty(report).map_err(|e| Failure::other(e.to_string()))
+    let mut value = serde_json::to_value(report).map_err(|e| Failure::other(e.to_string()))?;
+    if let (Some(series), Some(object)) = (crate::metrics_out::series(), value.as_object_mut()) {
+        let series = serde_json::to_value(series).map_err(|e| Failure::other(e.to_string()))?;
+        object.insert("metrics".to_owned(), series);
+    }
+    serde_json::to_string_pretty(&value).map_err(|e| Failure::other(e.to_string()))
 }
 
 /// Opens the lockers and floor probes of one run, all in the run's
