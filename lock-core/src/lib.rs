@@ -40,6 +40,9 @@
 //! deadline-bounded waits, cancel-safe acquisition, and a lost signal that
 //! fires once the lock is known gone.
 
+//!
+//! ## Cargo features
+#![doc = document_features::document_features!()]
 #![deny(missing_docs)]
 
 pub mod backend;

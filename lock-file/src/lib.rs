@@ -1,4 +1,8 @@
 #![doc = include_str!("../README.md")]
+//!
+//! ## Cargo features
+//!
+//! None: everything the file store does is always built.
 #![deny(missing_docs)]
 
 #[cfg(not(unix))]

@@ -1,4 +1,7 @@
 #![doc = include_str!("../README.md")]
+//!
+//! ## Cargo features
+#![doc = document_features::document_features!()]
 #![deny(missing_docs)]
 
 mod ahead;
