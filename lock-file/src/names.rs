@@ -18,6 +18,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use lock_core::LockName;
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use sha2::{Digest, Sha256};
 
 /// Suffix of every lock file.
@@ -55,17 +56,21 @@ pub(crate) fn file_name(key: &str) -> String {
     name
 }
 
+/// The bytes a file name keeps as they are: `[a-z0-9_-]`; every other
+/// byte (upper-case letters too) is percent-encoded.
+const ENCODED: AsciiSet = {
+    let mut set = NON_ALPHANUMERIC.remove(b'_').remove(b'-');
+    let mut letter = b'A';
+    while letter <= b'Z' {
+        set = set.add(letter);
+        letter += 1;
+    }
+    set
+};
+
 /// Percent-encodes every byte outside `[a-z0-9_-]`.
 fn encode(key: &str) -> String {
-    let mut encoded = String::with_capacity(key.len() * 3);
-    for byte in key.bytes() {
-        if matches!(byte, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-') {
-            encoded.push(char::from(byte));
-        } else {
-            let _ = write!(encoded, "%{byte:02X}");
-        }
-    }
-    encoded
+    utf8_percent_encode(key, &ENCODED).to_string()
 }
 
 #[cfg(test)]
@@ -76,19 +81,10 @@ mod tests {
     /// Inverse of the plain encoding, to show it loses nothing.
     fn decode(name: &str) -> String {
         let stem = name.strip_suffix(LOCK_SUFFIX).expect("suffix");
-        let mut bytes = Vec::new();
-        let mut rest = stem.as_bytes();
-        while let Some((&first, tail)) = rest.split_first() {
-            if first == b'%' {
-                let hex = std::str::from_utf8(&tail[..2]).unwrap();
-                bytes.push(u8::from_str_radix(hex, 16).unwrap());
-                rest = &tail[2..];
-            } else {
-                bytes.push(first);
-                rest = tail;
-            }
-        }
-        String::from_utf8(bytes).unwrap()
+        percent_encoding::percent_decode_str(stem)
+            .decode_utf8()
+            .unwrap()
+            .into_owned()
     }
 
     fn assert_flat_and_safe(key: &str) {
@@ -108,6 +104,8 @@ mod tests {
         assert_eq!(file_name("invoices-2026_11"), "invoices-2026_11.lock");
         assert_eq!(file_name("a/b"), "a%2Fb.lock");
         assert_eq!(file_name("with space"), "with%20space.lock");
+        // Names already on disk: upper case and non-ASCII bytes as %XX.
+        assert_eq!(file_name("Key~é"), "%4Bey%7E%C3%A9.lock");
     }
 
     #[test]
