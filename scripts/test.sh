@@ -15,6 +15,7 @@
 #      (DISTLOCK_TEST_REDIS_URL / DISTLOCK_TEST_ETCD_URL / DISTLOCK_TEST_ZK_URL,
 #      e.g. from `docker compose up -d`, see docs/containers.md).
 #   2. Runs `cargo test --workspace --all-features "$@"`.
+#   3. Without arguments, runs every example of examples/ once (file store).
 #
 # The tests never use a system service started by a package install: the
 # harness in distlock-testkit spawns its own servers on free loopback ports
@@ -272,4 +273,22 @@ fi
 # 3. Test
 # ---------------------------------------------------------------------------
 echo "== cargo test --workspace --all-features $* =="
-exec cargo test --workspace --all-features "$@"
+cargo test --workspace --all-features "$@"
+
+# ---------------------------------------------------------------------------
+# 4. The examples (full runs only): each runs once against the file store
+#    and checks what it shows; built with the test run's features, so
+#    nothing is compiled twice.
+# ---------------------------------------------------------------------------
+if [[ $# -eq 0 ]]; then
+    echo "== examples =="
+    cargo build -q --workspace --all-features --examples
+    for example in cron_job leader_worker fenced_sqlite http_busy prometheus; do
+        if env -u DISTLOCK_URL "${CARGO_TARGET_DIR:-target}/debug/examples/$example" >/dev/null; then
+            echo "   $example: ok"
+        else
+            say "example $example failed (run: cargo run --example $example)"
+            exit 1
+        fi
+    done
+fi
