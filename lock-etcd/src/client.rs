@@ -193,3 +193,35 @@ where
         }
     }
 }
+
+/// What a [`delete_key`] found.
+pub(crate) struct KeyDeleted {
+    /// The key was there and is gone.
+    pub(crate) deleted: bool,
+    /// The first try was answered: no request naming the key is left
+    /// anywhere (see [`crate::names`]).
+    pub(crate) first_answered: bool,
+}
+
+/// Deletes `key` with a plain delete, retrying until `deadline`. Only for
+/// our own queue entries, whose names are not handed out again while a
+/// request naming them may be in flight.
+pub(crate) async fn delete_key(
+    client: &Client,
+    key: &[u8],
+    context: &str,
+    deadline: Instant,
+) -> Result<KeyDeleted, LockError> {
+    let mut tries = 0u32;
+    let response = with_retries(deadline, context, || {
+        tries += 1;
+        let mut kv = client.kv_client();
+        let key = key.to_vec();
+        async move { kv.delete(key, None).await }
+    })
+    .await?;
+    Ok(KeyDeleted {
+        deleted: response.deleted() > 0,
+        first_answered: tries == 1,
+    })
+}

@@ -9,7 +9,6 @@
 //! [`Renewal::Managed`]: lock_core::backend::Renewal::Managed
 
 use std::fmt;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -21,9 +20,9 @@ use lock_core::backend::{
 use lock_core::{LockError, LossReason, OwnerId};
 
 use crate::backend::Shared;
-use crate::client::with_retries;
+use crate::client::{delete_key, with_retries};
 use crate::names::EntryName;
-use crate::queue::{first_range, run_txn};
+use crate::queue::run_txn;
 use crate::session::Lease;
 use crate::value;
 use crate::watch::{Fired, WatchGuard};
@@ -122,8 +121,18 @@ impl HeldLock for HeldEntry {
         }
     }
 
-    /// Deletes our entry if it is still the one we created; wakes the next
-    /// waiter (it watches this entry).
+    /// Deletes our entry with a plain delete; wakes the next waiter (it
+    /// watches this entry).
+    ///
+    /// A plain delete names the entry by its key alone. It can only ever
+    /// remove this acquisition's entry because the key is never handed to
+    /// another acquisition while a request naming it may still reach the
+    /// server: the name is given back (see [`crate::names`]) only when
+    /// every delete sent for it was answered, so a delete whose answer was
+    /// lost, or one retried, keeps the name reserved for the life of the
+    /// backend. `deleted == 0` means the entry was gone already: the lock
+    /// was lost (its session ended, or it was removed), unless an earlier
+    /// try of this very release, whose answer was lost, removed it.
     ///
     /// If the cluster stays unavailable past `response_timeout`, this
     /// returns [`LockError::Unavailable`] and keeps trying in the
@@ -134,23 +143,23 @@ impl HeldLock for HeldEntry {
         // Our own delete must not be reported as a loss.
         self.stop_watching();
         let deadline = self.shared.retry_deadline(WaitMode::Try);
-        let released = self.compare_and_delete(deadline).await;
-        if released.is_ok() {
+        let released = delete_entry(&self.shared, self.entry.key(), &self.lease, deadline).await;
+        if let Ok(Deleted {
+            answered_first: true,
+            ..
+        }) = released
+        {
             self.entry.mark_gone();
         }
         match released {
             Err(error) if error.is_retriable() => {
-                let (shared, name, token) = (
-                    Arc::clone(&self.shared),
-                    Arc::clone(&self.entry),
-                    self.token,
-                );
+                let (shared, name) = (Arc::clone(&self.shared), Arc::clone(&self.entry));
                 let lease = Arc::clone(&self.lease);
-                spawn_detached(None, release_in_background(shared, name, token, lease));
+                spawn_detached(None, release_in_background(shared, name, lease));
                 Err(error)
             }
-            Ok(Released::Yes) => Ok(()),
-            Ok(Released::NotOurs) => Err(self.lost()),
+            Ok(Deleted { ours: true, .. }) => Ok(()),
+            Ok(Deleted { ours: false, .. }) => Err(self.lost()),
             Err(error) => Err(error),
         }
     }
@@ -189,72 +198,38 @@ impl HeldLock for HeldEntry {
     }
 }
 
-enum Released {
-    Yes,
-    NotOurs,
+/// What a release's delete found.
+struct Deleted {
+    /// The entry was ours to delete: this delete removed it, or an earlier
+    /// try of the same release whose answer was lost did.
+    ours: bool,
+    /// The first try was answered: no request naming the entry is left
+    /// anywhere, so its name may be handed out again.
+    answered_first: bool,
 }
 
-impl HeldEntry {
-    async fn compare_and_delete(&self, deadline: Instant) -> Result<Released, LockError> {
-        compare_and_delete(
-            &self.shared,
-            self.entry.key(),
-            self.token,
-            &self.lease,
-            deadline,
-        )
-        .await
-    }
-}
-
-/// Deletes `key` if its create revision is still `token`.
-async fn compare_and_delete(
+/// Deletes `key` (our entry) with a plain delete, retrying until
+/// `deadline`; see [`HeldEntry::release`] for why that is safe.
+async fn delete_entry(
     shared: &Shared,
     key: &[u8],
-    token: i64,
     lease: &Lease,
     deadline: Instant,
-) -> Result<Released, LockError> {
-    let txn = Txn::new()
-        .when([Compare::create_revision(
-            key.to_vec(),
-            CompareOp::Equal,
-            token,
-        )])
-        .and_then([TxnOp::delete(key.to_vec(), None)])
-        .or_else([TxnOp::get(
-            key.to_vec(),
-            Some(GetOptions::new().with_keys_only()),
-        )]);
-    let attempts = AtomicU32::new(0);
-    let response = with_retries(deadline, "cannot release the lock", || {
-        attempts.fetch_add(1, Ordering::Relaxed);
-        let mut kv = shared.client.kv_client();
-        let txn = txn.clone();
-        async move { kv.txn(txn).await }
-    })
-    .await?;
-    if response.succeeded() {
-        return Ok(Released::Yes);
-    }
+) -> Result<Deleted, LockError> {
+    let done = delete_key(&shared.client, key, "cannot release the lock", deadline).await?;
     // After a try whose answer was lost, that try may have deleted the
     // entry: absent now, with the session alive, counts as released.
-    let retried = attempts.load(Ordering::Relaxed) > 1;
-    let absent = first_range(&response).is_empty();
-    if retried && absent && !lease.is_lost() {
-        return Ok(Released::Yes);
-    }
-    Ok(Released::NotOurs)
+    let ours = done.deleted || (!done.first_answered && !lease.is_lost());
+    Ok(Deleted {
+        ours,
+        answered_first: done.first_answered,
+    })
 }
 
 /// Keeps trying to delete an entry whose release failed, until it is
-/// gone or its session ended (which removes it too).
-async fn release_in_background(
-    shared: Arc<Shared>,
-    name: Arc<EntryName>,
-    token: i64,
-    lease: Arc<Lease>,
-) {
+/// gone or its session ended (which removes it too). The name stays
+/// reserved unless the session ended: an unanswered try may still arrive.
+async fn release_in_background(shared: Arc<Shared>, name: Arc<EntryName>, lease: Arc<Lease>) {
     let pauses = Backoff::exponential(Duration::from_millis(100), Duration::from_secs(2));
     for pause in pauses.delays() {
         if lease.is_lost() {
@@ -262,7 +237,7 @@ async fn release_in_background(
         }
         tokio::time::sleep(pause).await;
         let deadline = shared.retry_deadline(WaitMode::Try);
-        match compare_and_delete(&shared, name.key(), token, &lease, deadline).await {
+        match delete_entry(&shared, name.key(), &lease, deadline).await {
             Err(error) if error.is_retriable() => {}
             Err(error) => {
                 tracing::warn!(%error, "distlock: giving up releasing an etcd lock; it ends with its session");
@@ -271,7 +246,10 @@ async fn release_in_background(
             Ok(_) => break,
         }
     }
-    name.mark_gone();
+    if lease.is_lost() {
+        // Names carry the lease's id: a new session names its entries anew.
+        name.mark_gone();
+    }
 }
 
 impl fmt::Debug for HeldEntry {

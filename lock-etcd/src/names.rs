@@ -20,6 +20,16 @@
 //! confirmed, the name stays reserved for the life of the backend: a later
 //! acquisition must never take over an entry an earlier one may still
 //! own, nor have its entry deleted by a clean-up that arrives late.
+//!
+//! This is what lets a release (or a withdrawal) delete its entry with a
+//! plain delete, which costs etcd less than a compare-and-delete
+//! transaction: a delete names only the key, so it must never reach the
+//! server after the key went to another acquisition. So "known to be gone"
+//! means a delete was *answered* on its first try. A delete that was
+//! retried, or whose answer never came (a timeout, a cut connection, a
+//! cancelled call), may still be on its way; its name is never handed out
+//! again (the next acquisition of the lock takes the next number), unless
+//! the session ended, since names carry the session's lease.
 
 use std::collections::HashSet;
 use std::fmt;

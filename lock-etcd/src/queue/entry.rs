@@ -11,7 +11,7 @@ use lock_core::{HoldKind, LockError};
 use super::turn::Position;
 use super::{first_range, header_revision, newest_first, run_txn, View};
 use crate::backend::Shared;
-use crate::client::with_retries;
+use crate::client::{delete_key, with_retries};
 use crate::keys;
 use crate::names::EntryName;
 use crate::session::Lease;
@@ -91,14 +91,13 @@ impl Entry {
     /// Deletes our entry after a failed `try_lock`, and disarms the clean-up.
     pub(super) async fn withdraw(self, shared: &Shared) -> Result<(), LockError> {
         let deadline = shared.retry_deadline(WaitMode::Try);
-        with_retries(deadline, "cannot leave the lock queue", || {
-            let mut kv = shared.client.kv_client();
-            let key = self.name.key().to_vec();
-            async move { kv.delete(key, None).await }
-        })
-        .await?;
+        let key = self.name.key();
+        let done = delete_key(&shared.client, key, "cannot leave the lock queue", deadline).await?;
         self.cleanup.disarm();
-        self.name.mark_gone();
+        // A retried delete may still have a try in flight: keep the name.
+        if done.first_answered {
+            self.name.mark_gone();
+        }
         Ok(())
     }
 
