@@ -135,12 +135,11 @@ mod tests {
 
     #[test]
     fn tls_files_are_read_for_etcds() {
-        let dir = std::env::temp_dir().join(format!("lock-etcd-config-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = tempfile::tempdir().unwrap();
         for name in ["ca.pem", "cert.pem", "key.pem"] {
-            std::fs::write(dir.join(name), format!("PEM {name}")).unwrap();
+            std::fs::write(dir.path().join(name), format!("PEM {name}")).unwrap();
         }
-        let d = dir.display();
+        let d = dir.path().display();
         let c = url_config::<Store>(&format!(
             "etcds://h?ca_file={d}/ca.pem&cert_file={d}/cert.pem&key_file={d}/key.pem"
         ));
@@ -155,7 +154,6 @@ mod tests {
         assert!(shown.contains("key.pem"), "{shown}");
         let c = url_config::<Store>(&format!("etcds://h?ca_file={d}/ca.pem"));
         assert_eq!(c.tls.unwrap().identity, None);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

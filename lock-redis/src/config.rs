@@ -185,14 +185,12 @@ mod tests {
 
     #[test]
     fn tls_schemes_and_ca_file() {
-        let dir = std::env::temp_dir().join(format!("lock-redis-config-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let ca = dir.join("ca.pem");
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
         std::fs::write(&ca, "PEM ca").unwrap();
         let c = url_config::<Store>(&format!("rediss://h?tls_ca_file={}", ca.display()));
         let read = c.tls.unwrap().ca.unwrap();
         assert_eq!((read.path, read.contents.expose()), (ca, "PEM ca"));
-        std::fs::remove_dir_all(&dir).unwrap();
         assert!(url_config::<Store>("rediss+cluster://a:1,b:2")
             .tls
             .is_some());
