@@ -21,7 +21,9 @@
 //! The task ends when nothing is left to keep and is started again by the
 //! next lease. If its runtime shuts down while it still keeps leases taken
 //! on another runtime, it hands them to a new task there; leases left with
-//! no live runtime at all are reported lost, since nothing can renew them.
+//! no live runtime at all are reported lost, since nothing can renew them
+//! (locks that do not expire, such as local files, stay held and wait for
+//! their next check until a task runs again).
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -319,8 +321,20 @@ impl Drop for Task {
             }
             return;
         }
-        self.shared.state().running = false;
-        for entry in entries {
+        // No runtime is left to run a task. A lease nobody renews will
+        // expire: it is lost now (and no longer kept, so that a task
+        // started later does not renew a lock its guard reports lost).
+        // A lock that does not expire ([`Renewal::Check`]) stays held; it
+        // waits for its next check until a task runs again.
+        let mut state = self.shared.state();
+        state.running = false;
+        for entry in entries.iter().filter(|e| e.lease.renewal == Renewal::Lease) {
+            let mut slot = lock(&entry.slot);
+            if let Some(key) = slot.key.take() {
+                state.due.remove(&key);
+            }
+            slot.stopped = true;
+            drop(slot);
             entry.lease.reporter.report(LossReason::ValidityExpired);
         }
     }
