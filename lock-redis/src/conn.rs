@@ -378,6 +378,7 @@ pub(crate) fn map_error(what: &str, error: RedisError) -> LockError {
         LockError::unavailable(message, error)
     } else if matches!(error.kind(), ErrorKind::AuthenticationFailed)
         || matches!(error.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
+        || denied_inside_a_script(&error)
     {
         LockError::invalid_config(format!(
             "{message} (the server refused the user name or password, or the user's permissions)"
@@ -385,6 +386,14 @@ pub(crate) fn map_error(what: &str, error: RedisError) -> LockError {
     } else {
         LockError::backend(message, error)
     }
+}
+
+/// A command of one of our scripts refused by the user's ACL: Redis says
+/// so in the script's error, without the NOPERM code.
+fn denied_inside_a_script(error: &RedisError) -> bool {
+    error
+        .to_string()
+        .contains("user executing the script can't run this command")
 }
 
 /// Runs `call` within the overall bound of `timeouts`; a failure or a

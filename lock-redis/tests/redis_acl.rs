@@ -1,0 +1,120 @@
+//! Redis ACL users: a user with the rights distlock needs takes, waits for
+//! and hands over locks; a user denied a command distlock needs gets a
+//! clear configuration error at once (naming the user's permissions, not
+//! the password), never a hang nor a retried "unavailable".
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{connect, raw_redis};
+use distlock_testkit::redis::shared_redis_url;
+use lock_core::{LockError, LockOptions};
+
+/// Makes `user` with password `password` and the rules `rules`.
+async fn acl_user(user: &str, password: &str, rules: &[&str]) {
+    let mut raw = raw_redis().await;
+    let mut cmd = ::redis::cmd("ACL");
+    cmd.arg("SETUSER")
+        .arg(user)
+        .arg("reset")
+        .arg("on")
+        .arg(format!(">{password}"));
+    for rule in rules {
+        cmd.arg(*rule);
+    }
+    let _: () = cmd.query_async(&mut raw).await.unwrap();
+}
+
+/// The URL of the shared server as `user`.
+async fn url_as(user: &str, password: &str, namespace: &str) -> String {
+    let base = shared_redis_url().await.unwrap();
+    let host = base.trim_start_matches("redis://");
+    format!("redis://{user}:{password}@{host}/?namespace={namespace}&connect_timeout=1s&response_timeout=1s")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_with_the_needed_rights_takes_and_hands_over_locks() {
+    // Scripts, their keys and the pub/sub channels of hand-offs and
+    // watches; no administrative or dangerous commands.
+    acl_user(
+        "locks",
+        "pw-locks",
+        &[
+            "~*",
+            "&*",
+            "+@scripting",
+            "+@pubsub",
+            "+@read",
+            "+@write",
+            "+time",
+            "+ping",
+            "+hello",
+            "+client|setname",
+        ],
+    )
+    .await;
+    let url = url_as("locks", "pw-locks", "acl-ok").await;
+    let (a, b) = (connect(&url).await.unwrap(), connect(&url).await.unwrap());
+    let held = a.lock("k").await.unwrap();
+    let waiting = tokio::spawn(async move {
+        b.lock_with("k", LockOptions::new().wait(Duration::from_secs(5)))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let token = held.token();
+    held.release().await.unwrap();
+    let next = waiting
+        .await
+        .unwrap()
+        .expect("the waiter was handed the lock");
+    assert!(next.token() > token);
+    next.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_denied_scripts_gets_a_clear_error_at_once() {
+    acl_user(
+        "noscripts",
+        "pw-noscripts",
+        &["~*", "&*", "+@all", "-evalsha", "-eval", "-script"],
+    )
+    .await;
+    let url = url_as("noscripts", "pw-noscripts", "acl-denied").await;
+    let locks = connect(&url).await.unwrap();
+    let started = Instant::now();
+    let refused = locks.try_lock("k").await;
+    let error = refused.expect_err("a user without scripts took a lock");
+    assert!(
+        matches!(error, LockError::InvalidConfig { .. }),
+        "{error:?}"
+    );
+    let text = error.to_string();
+    assert!(text.contains("permissions"), "{text}");
+    assert!(!text.contains("pw-noscripts"), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "refused only after {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_denied_inside_a_script_is_a_clear_error_too() {
+    // Scripts allowed, but not the server clock they read.
+    acl_user("notime", "pw-notime", &["~*", "&*", "+@all", "-time"]).await;
+    let url = url_as("notime", "pw-notime", "acl-notime").await;
+    let locks = connect(&url).await.unwrap();
+    // A read lock reads the clock in the acquire script.
+    let error = locks
+        .rwlock("k")
+        .unwrap()
+        .try_read()
+        .await
+        .expect_err("a script ran a denied command");
+    assert!(
+        matches!(error, LockError::InvalidConfig { .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("permissions"), "{error}");
+}
