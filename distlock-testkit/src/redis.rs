@@ -145,8 +145,20 @@ pub async fn shared_redis_url() -> Result<String, String> {
 /// `masters` masters joined into a cluster with `redis-cli --cluster
 /// create`, waited for until every node reports `cluster_state:ok`.
 pub async fn start_cluster(masters: usize) -> Result<Vec<Server>, String> {
+    start_cluster_with_replicas(masters, 0).await
+}
+
+/// A cluster of `masters` masters with `replicas` replicas each (so
+/// `masters * (1 + replicas)` nodes; which node becomes a replica is
+/// `redis-cli`'s choice), waited for until every node reports
+/// `cluster_state:ok`. A master killed for longer than the node timeout
+/// (5 s) is replaced by one of its replicas.
+pub async fn start_cluster_with_replicas(
+    masters: usize,
+    replicas: usize,
+) -> Result<Vec<Server>, String> {
     let mut servers = Vec::new();
-    for i in 0..masters {
+    for i in 0..masters * (1 + replicas) {
         let spec = cluster_node_spec(&format!("redis-cluster-{i}"))?;
         servers.push(spec.start().await?);
     }
@@ -154,7 +166,7 @@ pub async fn start_cluster(masters: usize) -> Result<Vec<Server>, String> {
     let mut command = std::process::Command::new(cli);
     command.arg("--cluster").arg("create");
     command.args(servers.iter().map(|server| server.addr().to_string()));
-    command.args(["--cluster-replicas", "0", "--cluster-yes"]);
+    command.args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"]);
     let output = tokio::task::spawn_blocking(move || command.output())
         .await
         .map_err(|e| e.to_string())?

@@ -1,0 +1,121 @@
+//! What every client does: lock a key, present its token, write with it a
+//! few times while its guard says the lock is held, release; again.
+
+use std::time::Duration;
+
+use distlock::{LockGuard, LockOptions, Locker};
+use tokio::sync::watch;
+
+use crate::clock::now_ns;
+use crate::journal::Journal;
+use crate::register::{Op, Verdict};
+
+/// The shape of the load.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    /// The keys clients pick from at random.
+    pub keys: Vec<String>,
+    /// The lease of every lock.
+    pub ttl: Duration,
+}
+
+impl Workload {
+    /// The longest a client waits for a lock before it gives up and
+    /// tries another key.
+    fn wait(&self) -> Duration {
+        self.ttl * 3
+    }
+
+    /// How long one holding lasts and in how many writes: half of them
+    /// short (a tenth to half the ttl), half past the ttl (so that leases
+    /// are renewed, and a fault often lands while a lock is held).
+    fn holding(&self) -> (Duration, u32) {
+        if fastrand::bool() {
+            (self.ttl / 10 * fastrand::u32(1..=5), fastrand::u32(1..=3))
+        } else {
+            (self.ttl / 10 * fastrand::u32(11..=20), fastrand::u32(4..=8))
+        }
+    }
+}
+
+/// Runs one client until `stop` turns true; a holding in progress is
+/// finished and released first, a wait is abandoned.
+pub async fn run(
+    locker: &Locker,
+    journal: &dyn Journal,
+    workload: &Workload,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), String> {
+    while !*stop.borrow() {
+        let key = &workload.keys[fastrand::usize(..workload.keys.len())];
+        journal.send(Op::Waiting { key: key.clone() }).await?;
+        let options = LockOptions::default().wait(workload.wait());
+        let taken = tokio::select! {
+            taken = locker.lock_with(key, options) => taken,
+            _ = stopped(&mut stop) => {
+                journal.send(Op::GaveUp { key: key.clone() }).await?;
+                break;
+            }
+        };
+        match taken {
+            Ok(guard) => {
+                hold(&guard, key, journal, workload).await?;
+                // A lock lost meanwhile says so here; already counted.
+                let _ = guard.release().await;
+            }
+            Err(_) => {
+                journal.send(Op::GaveUp { key: key.clone() }).await?;
+                // A store that fails fast (cut off, restarting) is not
+                // hammered.
+                tokio::time::sleep(workload.ttl / 20).await;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One holding: present the token, write, release.
+async fn hold(
+    guard: &LockGuard,
+    key: &str,
+    journal: &dyn Journal,
+    workload: &Workload,
+) -> Result<(), String> {
+    let token = guard.token().get();
+    let (length, writes) = workload.holding();
+    let claim = now_ns();
+    if !guard.is_held() {
+        journal.send(Op::Lost { key: key.into() }).await?;
+        return Ok(());
+    }
+    let begin = Op::Begin {
+        key: key.into(),
+        token,
+        claim,
+    };
+    let mut verdict = journal.send(begin).await?;
+    for _ in 0..writes {
+        if verdict == Verdict::Stale {
+            break;
+        }
+        tokio::time::sleep(length / writes).await;
+        let claim = now_ns();
+        if !guard.is_held() {
+            journal.send(Op::Lost { key: key.into() }).await?;
+            return Ok(());
+        }
+        let write = Op::Write {
+            key: key.into(),
+            token,
+            claim,
+        };
+        verdict = journal.send(write).await?;
+    }
+    journal.send(Op::End { key: key.into() }).await?;
+    Ok(())
+}
+
+/// Resolves once `stop` turns true (or its sender is gone).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}

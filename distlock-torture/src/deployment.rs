@@ -1,0 +1,198 @@
+//! The stores and topologies a run starts, on free loopback ports.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use distlock_testkit::zookeeper::Ensemble;
+use distlock_testkit::{etcd, probe, redis, url::host_list, with_query, zookeeper, Server};
+use serde::Serialize;
+
+/// A store and the shape of its deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Topology {
+    /// Local files (`file://`): clients on one machine, no server.
+    File,
+    /// One Redis server without persistence.
+    RedisSingle,
+    /// One Redis server with AOF and `appendfsync always`.
+    RedisAof,
+    /// Redis Cluster: 3 masters with one replica each.
+    RedisCluster,
+    /// Redlock over 5 independent Redis masters.
+    Redlock,
+    /// One etcd member (fsync on).
+    EtcdSingle,
+    /// Three etcd members.
+    EtcdCluster,
+    /// One ZooKeeper server.
+    ZkStandalone,
+    /// A ZooKeeper ensemble of three servers.
+    ZkEnsemble,
+}
+
+impl Topology {
+    /// Every topology, in the order runs go through them.
+    pub const ALL: [Topology; 9] = [
+        Topology::File,
+        Topology::RedisSingle,
+        Topology::RedisAof,
+        Topology::RedisCluster,
+        Topology::Redlock,
+        Topology::EtcdSingle,
+        Topology::EtcdCluster,
+        Topology::ZkStandalone,
+        Topology::ZkEnsemble,
+    ];
+
+    /// The store's name, as in the URL scheme.
+    pub fn store(self) -> &'static str {
+        match self {
+            Topology::File => "file",
+            Topology::RedisSingle | Topology::RedisAof => "redis",
+            Topology::RedisCluster => "redis+cluster",
+            Topology::Redlock => "redlock",
+            Topology::EtcdSingle | Topology::EtcdCluster => "etcd",
+            Topology::ZkStandalone | Topology::ZkEnsemble => "zk",
+        }
+    }
+
+    /// The deployment's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Topology::File => "local files",
+            Topology::RedisSingle => "1 server, no persistence",
+            Topology::RedisAof => "1 server, appendfsync always",
+            Topology::RedisCluster => "3 masters + 3 replicas",
+            Topology::Redlock => "5 masters, no persistence",
+            Topology::EtcdSingle => "1 member",
+            Topology::EtcdCluster => "3 members",
+            Topology::ZkStandalone => "standalone",
+            Topology::ZkEnsemble => "3 servers",
+        }
+    }
+
+    /// Whether clients reach it through fault proxies (partitions and
+    /// latency can be injected). A cluster's clients follow the addresses
+    /// its nodes announce, so they cannot be put behind a proxy.
+    pub fn proxied(self) -> bool {
+        !matches!(self, Topology::File | Topology::RedisCluster)
+    }
+
+    /// Whether it has servers to kill or pause.
+    pub fn has_servers(self) -> bool {
+        self != Topology::File
+    }
+
+    /// Whether losing one server is survivable by design (a member of a
+    /// replicated deployment).
+    pub fn replicated(self) -> bool {
+        matches!(
+            self,
+            Topology::RedisCluster | Topology::EtcdCluster | Topology::ZkEnsemble
+        )
+    }
+}
+
+impl fmt::Display for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.store(), self.name())
+    }
+}
+
+/// A running deployment.
+#[derive(Debug)]
+pub struct Deployment {
+    /// What it is.
+    pub topology: Topology,
+    /// Its servers (empty for files).
+    pub servers: Vec<Server>,
+    /// Where clients connect, one address per server.
+    pub client_addrs: Vec<SocketAddr>,
+    dir: Option<tempfile::TempDir>,
+}
+
+impl Deployment {
+    /// Starts `topology` and waits until it serves clients.
+    pub async fn start(topology: Topology) -> Result<Self, String> {
+        let mut dir = None;
+        // An ensemble member's client port is not its first port.
+        let mut ensemble_addrs = Vec::new();
+        let servers = match topology {
+            Topology::File => {
+                dir = Some(tempfile::tempdir().map_err(|e| format!("lock directory: {e}"))?);
+                Vec::new()
+            }
+            Topology::RedisSingle => vec![redis::redis_spec("torture-redis")?.start().await?],
+            Topology::RedisAof => vec![redis::redis_aof_spec("torture-redis-aof")?.start().await?],
+            Topology::RedisCluster => redis::start_cluster_with_replicas(3, 1).await?,
+            Topology::Redlock => redis::start_masters("torture-redlock", 5).await?,
+            Topology::EtcdSingle => vec![etcd::etcd_spec("torture-etcd", true)?.start().await?],
+            Topology::EtcdCluster => etcd::start_cluster("torture-etcd", true).await?,
+            Topology::ZkStandalone => vec![zookeeper::standalone_spec()?.start().await?],
+            Topology::ZkEnsemble => {
+                let ensemble = Ensemble::start(3).await?;
+                ensemble_addrs = ensemble.client_addrs();
+                ensemble.members
+            }
+        };
+        let client_addrs = if ensemble_addrs.is_empty() {
+            servers.iter().map(Server::addr).collect()
+        } else {
+            ensemble_addrs
+        };
+        Ok(Self {
+            topology,
+            servers,
+            client_addrs,
+            dir,
+        })
+    }
+
+    /// The URL of this deployment for a client that connects to `addrs`
+    /// (the servers' own addresses, or proxies in front of them, in the
+    /// same order), with locks in `namespace` leased for `ttl`.
+    pub fn url(&self, addrs: &[SocketAddr], namespace: &str, ttl: Duration) -> String {
+        let hosts = host_list(addrs.iter().copied());
+        let base = match self.topology {
+            Topology::File => {
+                let dir = self.dir.as_ref().map(|d| d.path().display().to_string());
+                format!("file://{}", dir.unwrap_or_default())
+            }
+            Topology::RedisSingle | Topology::RedisAof => {
+                with_query(&format!("redis://{hosts}"), redis::TEST_TIMEOUTS)
+            }
+            Topology::RedisCluster => {
+                with_query(&format!("redis+cluster://{hosts}"), redis::TEST_TIMEOUTS)
+            }
+            Topology::Redlock => with_query(&format!("redlock://{hosts}"), redis::TEST_TIMEOUTS),
+            Topology::EtcdSingle | Topology::EtcdCluster => {
+                with_query(&format!("etcd://{hosts}"), etcd::TEST_TIMEOUTS)
+            }
+            Topology::ZkStandalone | Topology::ZkEnsemble => format!("zk://{hosts}/torture"),
+        };
+        let ttl = humantime::format_duration(ttl);
+        with_query(&base, &format!("namespace={namespace}&ttl={ttl}"))
+    }
+
+    /// The server currently leading: the etcd leader, the ZooKeeper
+    /// leader, a Redis Cluster master; `None` when none answers as such.
+    pub async fn leader(&self) -> Option<usize> {
+        let (request, expect): (&[u8], &str) = match self.topology {
+            Topology::EtcdCluster => (b"GET /metrics HTTP/1.0\r\n\r\n", "etcd_server_is_leader 1"),
+            Topology::ZkEnsemble => (b"srvr", "Mode: leader"),
+            Topology::RedisCluster => (b"ROLE\r\n", "master"),
+            _ => return None,
+        };
+        let mut found = Vec::new();
+        for (i, addr) in self.client_addrs.iter().enumerate() {
+            let asked = probe::tcp_request(*addr, request, expect);
+            if let Ok(Ok(())) = tokio::time::timeout(Duration::from_millis(500), asked).await {
+                found.push(i);
+            }
+        }
+        // Several Redis masters: any of them leads its slots.
+        (!found.is_empty()).then(|| found[fastrand::usize(..found.len())])
+    }
+}

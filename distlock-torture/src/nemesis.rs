@@ -1,0 +1,136 @@
+//! Injects one fault into a running deployment and heals it.
+
+use std::time::Duration;
+
+use distlock_testkit::{pause_group, resume_group, FaultProxy};
+use tokio::time::{sleep, Instant};
+
+use crate::deployment::{Deployment, Topology};
+use crate::faults::Fault;
+use crate::fleet::Fleet;
+use crate::register::Register;
+
+/// How long a Redis Cluster master stays down: past its node timeout
+/// (5 s), so that a replica takes over.
+const CLUSTER_FAILOVER_WAIT: Duration = Duration::from_secs(8);
+
+/// Everything a fault acts on.
+#[derive(Debug)]
+pub struct Nemesis<'a> {
+    /// The servers.
+    pub deployment: &'a Deployment,
+    /// The client processes.
+    pub fleet: &'a mut Fleet,
+    /// Who holds what.
+    pub register: &'a Register,
+    /// The proxies of the runner's own client tasks.
+    pub task_proxies: &'a [FaultProxy],
+    /// The lease.
+    pub ttl: Duration,
+}
+
+impl Nemesis<'_> {
+    /// Injects `fault` and heals it; `Ok(false)` when there was nothing
+    /// to inject it into (no client process held a lock in time).
+    pub async fn inject(&mut self, fault: Fault) -> Result<bool, String> {
+        let past_ttl = self.ttl * 2;
+        match fault {
+            Fault::HolderPause => {
+                let Some(index) = self.a_holder().await else {
+                    return Ok(false);
+                };
+                let pid = self.fleet.members[index].pid();
+                pause_group(pid).await?;
+                sleep(past_ttl).await;
+                resume_group(pid).map_err(|e| format!("SIGCONT: {e}"))?;
+            }
+            Fault::HolderKill => {
+                let Some(index) = self.a_holder().await else {
+                    return Ok(false);
+                };
+                let id = self.fleet.kill(index);
+                self.register.gone(id);
+                self.fleet.add(self.deployment).await?;
+            }
+            Fault::ServerKill => {
+                let server = &self.deployment.servers[self.any_server()];
+                server.stop();
+                sleep(self.ttl / 2).await;
+                server.restart().await?;
+            }
+            Fault::ServerPause => {
+                let server = &self.deployment.servers[self.any_server()];
+                server.pause().await?;
+                sleep(past_ttl).await;
+                server.resume()?;
+            }
+            Fault::Partition => {
+                let index = match self.a_holder().await {
+                    Some(index) => index,
+                    None => fastrand::usize(..self.fleet.members.len()),
+                };
+                let proxies = &self.fleet.members[index].proxies;
+                proxies.iter().for_each(FaultProxy::blackhole);
+                sleep(past_ttl).await;
+                proxies.iter().for_each(FaultProxy::restore);
+            }
+            Fault::Latency => {
+                let until = Instant::now() + past_ttl;
+                while Instant::now() < until {
+                    let most = self.ttl / 10;
+                    for proxy in self.all_proxies() {
+                        proxy.set_latency(most.mul_f64(fastrand::f64()));
+                    }
+                    sleep(self.ttl / 20).await;
+                }
+                for proxy in self.all_proxies() {
+                    proxy.set_latency(Duration::ZERO);
+                }
+            }
+            Fault::MemberKill => {
+                let index = match self.deployment.leader().await {
+                    Some(index) => index,
+                    None => self.any_server(),
+                };
+                let server = &self.deployment.servers[index];
+                server.stop();
+                let down = if self.deployment.topology == Topology::RedisCluster {
+                    CLUSTER_FAILOVER_WAIT
+                } else {
+                    past_ttl
+                };
+                sleep(down).await;
+                server.restart().await?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// A client process holding a lock by the register's timeline, waited
+    /// for up to a ttl.
+    async fn a_holder(&self) -> Option<usize> {
+        let until = Instant::now() + self.ttl;
+        loop {
+            let holders = self.register.holders();
+            let candidates: Vec<usize> = (0..self.fleet.members.len())
+                .filter(|&i| holders.contains(&self.fleet.members[i].id))
+                .collect();
+            if !candidates.is_empty() {
+                return Some(candidates[fastrand::usize(..candidates.len())]);
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    fn any_server(&self) -> usize {
+        fastrand::usize(..self.deployment.servers.len())
+    }
+
+    fn all_proxies(&self) -> impl Iterator<Item = &FaultProxy> {
+        let members = self.fleet.members.iter().flat_map(|m| m.proxies.iter());
+        self.task_proxies.iter().chain(members)
+    }
+}
