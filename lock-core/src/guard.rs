@@ -77,7 +77,7 @@ impl LockGuard {
             ttl,
             acquired.requested_at,
         ));
-        lease.report_if_already_expired();
+        lease.report_if_expired();
         let span = tracing::debug_span!(
             "distlock.lease",
             backend,
@@ -150,8 +150,13 @@ impl LockGuard {
         Ok(())
     }
 
-    /// False once the lock is known to be lost.
+    /// False once the lock is known to be lost or released. For a store
+    /// whose locks expire by themselves, also false as soon as the lease's
+    /// validity window has closed without a renewal, even before the
+    /// renewal timer has run: a process frozen past its lease (a stopped
+    /// VM, a long pause) does not see "held" when it wakes.
     pub fn is_held(&self) -> bool {
+        self.lease.report_if_expired();
         self.signal.is_held()
     }
 

@@ -64,11 +64,12 @@ impl Lease {
         *self.valid_until.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// For a [`Renewal::Lease`] whose validity window closed before the
-    /// lock was even handed to its guard (the store's reply came later than
-    /// the ttl allows): reports the loss now, so that no guard shows a lock
-    /// as held that another client may already have.
-    pub(crate) fn report_if_already_expired(&self) {
+    /// For a [`Renewal::Lease`] whose validity window has closed: reports
+    /// the loss now, without waiting for the keeper's timer, so that no
+    /// guard shows a lock as held that another client may already have —
+    /// when the store's reply came later than the ttl allows, or when the
+    /// process was frozen past the window and runs again before its timers.
+    pub(crate) fn report_if_expired(&self) {
         if self.renewal == Renewal::Lease && Instant::now() >= self.valid_until() {
             self.reporter.report(LossReason::ValidityExpired);
         }

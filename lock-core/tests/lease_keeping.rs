@@ -55,6 +55,25 @@ async fn a_lock_held_without_auto_renewal_is_reported_lost_at_its_end() {
     assert!(lost.is_ok(), "the end of the lease was reported");
 }
 
+/// A process frozen past its lease wakes before its timers run: the guard
+/// must not say "held" then, as another client may hold the lock by now.
+#[tokio::test]
+async fn a_guard_frozen_past_its_lease_says_lost_before_any_timer_runs() {
+    let store = "renewal-frozen-past-lease";
+    let locker = locker(store);
+    let guard = locker.lock("k").await.unwrap();
+    assert!(guard.is_held());
+    // Blocks the only runtime thread: neither the renewal nor the
+    // validity timer can run, as in a process stopped with SIGSTOP.
+    std::thread::sleep(TTL * 2);
+    assert!(
+        !guard.is_held(),
+        "a guard whose validity window closed still says held"
+    );
+    let reason = tokio::time::timeout(Duration::ZERO, guard.lost()).await;
+    assert_eq!(reason.ok(), Some(lock_core::LossReason::ValidityExpired));
+}
+
 /// A store whose replies to acquisitions arrive `delay` late: the lock was
 /// taken when the inner store says, the caller hears of it later.
 #[derive(Debug)]
