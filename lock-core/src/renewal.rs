@@ -64,13 +64,20 @@ impl Lease {
         *self.valid_until.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// For a [`Renewal::Lease`] whose validity window has closed: reports
+    /// For a lease whose validity window has closed (ours for a
+    /// [`Renewal::Lease`], the store's session for a [`Renewal::Managed`]
+    /// lock whose backend knows it): reports
     /// the loss now, without waiting for the keeper's timer, so that no
     /// guard shows a lock as held that another client may already have —
     /// when the store's reply came later than the ttl allows, or when the
     /// process was frozen past the window and runs again before its timers.
     pub(crate) fn report_if_expired(&self) {
-        if self.renewal == Renewal::Lease && Instant::now() >= self.valid_until() {
+        let until = match self.renewal {
+            Renewal::Lease => Some(self.valid_until()),
+            Renewal::Managed => self.held.valid_until(),
+            Renewal::Check { .. } => None,
+        };
+        if until.is_some_and(|until| Instant::now() >= until) {
             self.reporter.report(LossReason::ValidityExpired);
         }
     }

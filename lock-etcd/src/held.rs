@@ -196,6 +196,12 @@ impl HeldLock for HeldEntry {
             Err(self.lost())
         }
     }
+
+    /// The session lease's confirmed deadline: past it, etcd may have
+    /// expired the lease and given the lock to another.
+    fn valid_until(&self) -> Option<Instant> {
+        Some(self.lease.valid_until())
+    }
 }
 
 /// What a release's delete found.

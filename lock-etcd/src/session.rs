@@ -109,6 +109,9 @@ pub(crate) struct Lease {
     ttl: Duration,
     client: Client,
     state: Mutex<LeaseState>,
+    /// Until when the lease is surely alive on the server, as the keepalive
+    /// task last confirmed it.
+    valid_until: Mutex<Instant>,
     lost: watch::Sender<bool>,
     keeper: Mutex<Option<JoinHandle<()>>>,
 }
@@ -127,11 +130,13 @@ impl Lease {
         granted_at: Instant,
         response_timeout: Duration,
     ) -> Arc<Self> {
+        let valid_until = granted_at + ttl.saturating_sub(clock_drift(ttl));
         let lease = Arc::new(Self {
             id,
             ttl,
             client: client.clone(),
             state: Mutex::new(LeaseState::default()),
+            valid_until: Mutex::new(valid_until),
             lost: watch::Sender::new(false),
             keeper: Mutex::new(None),
         });
@@ -140,7 +145,7 @@ impl Lease {
             client: client.lease_client(),
             id,
             ttl,
-            valid_until: granted_at + ttl.saturating_sub(clock_drift(ttl)),
+            valid_until,
             response_timeout,
         };
         let task = tokio::spawn(keeper.run());
@@ -151,6 +156,13 @@ impl Lease {
     /// The lease id.
     pub(crate) fn id(&self) -> i64 {
         self.id
+    }
+
+    /// Until when the lease is surely alive on the server: the last
+    /// successful keepalive's send time plus the ttl it returned, minus
+    /// drift.
+    pub(crate) fn valid_until(&self) -> Instant {
+        *self.valid_until.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// True once the lease is known to be gone.
@@ -353,5 +365,8 @@ impl KeepAlive {
     fn renewed(&mut self, sent: Instant, ttl: Duration) {
         let until = sent + ttl.saturating_sub(clock_drift(ttl));
         self.valid_until = self.valid_until.max(until);
+        if let Some(lease) = self.lease.upgrade() {
+            *lease.valid_until.lock().unwrap_or_else(|p| p.into_inner()) = self.valid_until;
+        }
     }
 }

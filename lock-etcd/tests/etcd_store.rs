@@ -265,3 +265,21 @@ async fn read_locks_and_permits_are_laid_out_beside_the_lock() {
     read.release().await.unwrap();
     permit.release().await.unwrap();
 }
+
+/// A process frozen past its session lease runs again before its timers
+/// (the keepalive's and the validity timer): the guard must say "lost" at
+/// once, since etcd may have expired the lease and given the lock on.
+#[tokio::test]
+async fn a_guard_frozen_past_its_session_lease_says_lost_before_any_timer_runs() {
+    let url = shared_etcd_url().await.expect("etcd test server");
+    let url = with_query(&url, "namespace=frozen-past-lease&ttl=2s");
+    let locker = connect(&url).await.unwrap();
+    let guard = locker.lock("k").await.unwrap();
+    assert!(guard.is_held());
+    // Blocks the only runtime thread, as SIGSTOP would the process.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(
+        !guard.is_held(),
+        "a guard whose session lease ran out while frozen still says held"
+    );
+}

@@ -324,4 +324,14 @@ pub trait HeldLock: Send + Sync + fmt::Debug {
     /// (otherwise touches nothing and returns [`LockError::Lost`]), and
     /// tells the lock's watchers. The value was checked by lock-core.
     async fn set_value(&self, value: &str) -> Result<(), LockError>;
+
+    /// For [`Renewal::Managed`]: until when the store surely keeps the lock
+    /// (a session lease's last confirmed renewal, counted from when it was
+    /// sent, plus its ttl minus drift), if the backend knows. Once it has
+    /// passed, the guard says the lock is lost even before the backend's
+    /// own timer reports it (a process frozen past its lease runs again
+    /// before its timers). `None` (the default): only the backend reports.
+    fn valid_until(&self) -> Option<Instant> {
+        None
+    }
 }
