@@ -1,7 +1,7 @@
 //! A held ZooKeeper lock, read lock or permit: our node in its queue.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lock_core::backend::{async_trait, HeldLock};
 use lock_core::{LockError, LossReason, OwnerId};
@@ -32,6 +32,9 @@ pub(crate) struct ZkHeld {
     /// deletion already tells them that they are next; in the rare case it
     /// does not, it costs them a listing. Either way is safe.
     marked: bool,
+    /// When the request that took the lock was sent: the session was alive
+    /// on the server after it.
+    requested_at: Instant,
 }
 
 impl ZkHeld {
@@ -43,6 +46,7 @@ impl ZkHeld {
         path: String,
         watch: NodeWatch,
         marked: bool,
+        requested_at: Instant,
     ) -> Self {
         Self {
             session,
@@ -50,6 +54,7 @@ impl ZkHeld {
             path,
             watch,
             marked,
+            requested_at,
         }
     }
 
@@ -163,5 +168,12 @@ impl HeldLock for ZkHeld {
                 Err(e) => return Err(self.failure("write", e)),
             }
         }
+    }
+
+    /// Until when the server surely keeps our session (and so our node):
+    /// past it, ZooKeeper may have expired the session and given the lock
+    /// to another.
+    fn valid_until(&self) -> Option<Instant> {
+        Some(self.session.surely_alive_until(self.requested_at))
     }
 }

@@ -214,6 +214,7 @@ pub(crate) fn held(
             me.path,
             own,
             marked,
+            requested_at,
         )),
     })
 }

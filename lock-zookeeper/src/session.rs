@@ -54,6 +54,7 @@ impl Sessions {
             return Ok(session);
         }
         let session = Arc::new(Session::open(Arc::clone(&self.config)).await?);
+        tokio::spawn(confirm(Arc::downgrade(&session)));
         *current = Some(Arc::clone(&session));
         Ok(session)
     }
@@ -111,11 +112,15 @@ pub(crate) struct Session {
     registry: Arc<Registry>,
     contended: ContendedDirs,
     delayed_watches: DelayedWatches,
+    /// When the latest request known to have reached the server with the
+    /// session alive was sent (see [`confirm`]).
+    confirmed_at: Mutex<Instant>,
 }
 
 impl Session {
     /// Connects to the ensemble within the connect timeout.
     pub(crate) async fn open(config: Arc<ZkConfig>) -> Result<Self, LockError> {
+        let sent = Instant::now();
         let client = config.connect().await?;
         let registry = Arc::new(Registry::default());
         let window = validity_window(client.session_timeout());
@@ -137,7 +142,25 @@ impl Session {
             registry,
             contended: ContendedDirs::default(),
             delayed_watches: DelayedWatches::default(),
+            confirmed_at: Mutex::new(sent),
         })
+    }
+
+    /// Until when the server surely keeps the session, given that a
+    /// request sent at `floor` reached it with the session alive: the
+    /// server expires a session one session timeout after it last heard
+    /// from it, so a reply to a request sent at `t` proves it alive until
+    /// `t + timeout` (less clock drift). The later of `floor` and the
+    /// latest confirmation counts.
+    pub(crate) fn surely_alive_until(&self, floor: Instant) -> Instant {
+        let confirmed = *self.confirmed_at.lock().unwrap_or_else(|p| p.into_inner());
+        let timeout = self.client.session_timeout();
+        confirmed.max(floor) + timeout.saturating_sub(clock_drift(timeout))
+    }
+
+    fn confirmed(&self, sent: Instant) {
+        let mut confirmed_at = self.confirmed_at.lock().unwrap_or_else(|p| p.into_inner());
+        *confirmed_at = (*confirmed_at).max(sent);
     }
 
     /// Where this session's latest acquisitions had to wait.
@@ -275,6 +298,11 @@ impl Registry {
         reporters.live.push(reporter);
     }
 
+    /// Whether some registered lock is still held or awaited.
+    fn has_live_locks(&self) -> bool {
+        self.lock().live.iter().any(|r| r.is_held())
+    }
+
     /// Reports every registered lock lost; returns how many were held.
     fn report_all(&self, reason: LossReason) -> usize {
         let reporters = std::mem::take(&mut self.lock().live);
@@ -287,6 +315,40 @@ impl Drop for Session {
         // Before `client` drops and closes the session: a close racing a
         // connection drop can surface as `Expired` in the client library.
         self.registry.closing.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Confirms the session every third of its timeout while it has locks
+/// (held or awaited), with the cheapest request there is, so that
+/// [`Session::surely_alive_until`] stays ahead of the clock. The client
+/// library's own heartbeats keep the session; these only tell us, in a
+/// form a guard can check without waiting for any task to run, that the
+/// server heard us lately: a process frozen past the session timeout
+/// wakes with that moment in the past, and its guards say so at once.
+async fn confirm(session: std::sync::Weak<Session>) {
+    loop {
+        let period = match session.upgrade() {
+            Some(session) => session.client.session_timeout() / 3,
+            None => return,
+        };
+        tokio::time::sleep(period).await;
+        let Some(session) = session.upgrade() else {
+            return;
+        };
+        if session.has_ended() {
+            return;
+        }
+        if !session.registry.has_live_locks() {
+            continue;
+        }
+        let sent = Instant::now();
+        if session
+            .request(session.client.check_stat("/"))
+            .await
+            .is_ok()
+        {
+            session.confirmed(sent);
+        }
     }
 }
 

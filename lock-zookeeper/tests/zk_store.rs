@@ -375,3 +375,22 @@ mod handoff {
         assert!(again.is_some(), "the lock is free again");
     }
 }
+
+/// A process frozen past its session timeout runs again before its timers
+/// and before the client library notices anything: the guard must say
+/// "lost" at once, since the server may have expired the session and
+/// given the lock on.
+#[tokio::test]
+async fn a_guard_frozen_past_its_session_timeout_says_lost_before_any_timer_runs() {
+    let zk = shared_zk().await;
+    let url = with_query(&zk.url(), "namespace=frozen-past-session&ttl=2s");
+    let locker = connect(&url).await.unwrap();
+    let guard = locker.lock("k").await.unwrap();
+    assert!(guard.is_held());
+    // Blocks the only runtime thread, as SIGSTOP would the process.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(
+        !guard.is_held(),
+        "a guard whose session may have expired while frozen still says held"
+    );
+}
