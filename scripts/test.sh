@@ -292,3 +292,15 @@ if [[ $# -eq 0 ]]; then
         fi
     done
 fi
+
+# ---------------------------------------------------------------------------
+# 5. The torture runner's short schedule (full runs only): every store and
+#    topology with all its fault classes by turns, each at least once;
+#    fails when a configuration the docs call safe was not. RELIABILITY.md
+#    holds a long run.
+# ---------------------------------------------------------------------------
+if [[ $# -eq 0 ]]; then
+    echo "== distlock-torture --mix --duration 3m =="
+    cargo build -q --workspace --all-features --bins
+    "${CARGO_TARGET_DIR:-target}/debug/distlock-torture" --mix --duration 3m
+fi

@@ -1,0 +1,56 @@
+//! The runner against real servers: it must catch what an unsafe
+//! configuration does, and find nothing where the docs promise safety.
+
+use std::time::Duration;
+
+use distlock_torture::{run, Fault, Plan, Topology};
+
+fn plan(topology: Topology, fault: Fault) -> Plan {
+    Plan {
+        topology,
+        faults: vec![fault],
+        duration: Duration::from_secs(8),
+        tasks: 2,
+        processes: 2,
+        keys: 1,
+        ttl: Duration::from_secs(1),
+        program: env!("CARGO_BIN_EXE_distlock-torture").into(),
+    }
+}
+
+/// Redis without persistence, killed and restarted under clients, counts
+/// tokens from 1 again: the run must show it (token regressions), and the
+/// row must say the docs do not promise safety there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restart_without_persistence_is_caught() {
+    let row = run(&plan(Topology::RedisSingle, Fault::ServerKill))
+        .await
+        .unwrap();
+    assert!(row.injected["server-kill"] > 0, "{row:?}");
+    assert!(row.figures.token_regressions > 0, "{row:?}");
+    assert!(!row.safe && !row.documented_safe, "{row:?}");
+}
+
+/// The same fault with `appendfsync always`: tokens keep rising, nothing
+/// overlaps, nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_with_appendfsync_always_survives_the_same() {
+    let row = run(&plan(Topology::RedisAof, Fault::ServerKill))
+        .await
+        .unwrap();
+    assert!(row.injected["server-kill"] > 0, "{row:?}");
+    assert!(row.figures.acquisitions > 0, "{row:?}");
+    assert!(row.safe && row.documented_safe, "{row:?}");
+}
+
+/// A holder frozen past its lease is told it lost the lock before it can
+/// claim it again; the lock moves on meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_redis_holder_wakes_up_knowing_it_lost() {
+    let row = run(&plan(Topology::RedisAof, Fault::HolderPause))
+        .await
+        .unwrap();
+    assert!(row.injected["holder-pause"] > 0, "{row:?}");
+    assert_eq!(row.figures.overlaps, 0, "{row:?}");
+    assert!(row.safe, "{row:?}");
+}
