@@ -92,6 +92,52 @@ pub fn standalone_spec() -> Result<ServerSpec, String> {
         .probe(|ctx| Box::pin(tcp_request(ctx.addr(), b"srvr", "Mode:"))))
 }
 
+/// Jars a TLS server needs beyond those `zookeeper.jar`'s manifest lists
+/// (Netty's SSL handler builds on its codec and resolver).
+const NETTY_EXTRA_JARS: [&str; 2] = [
+    "/usr/share/java/netty-codec.jar",
+    "/usr/share/java/netty-resolver.jar",
+];
+
+/// A standalone ZooKeeper that also serves TLS on its extra port (the
+/// server's `ports()[1]`, Netty's secure client port), with `cert` and
+/// `key` (PEM) as its identity, and client certificates signed by `ca`
+/// required. Its plain port stays open for the readiness probe.
+pub fn tls_standalone_spec(ca: PathBuf, cert: PathBuf, key: PathBuf) -> Result<ServerSpec, String> {
+    let (java, classpath) = java_and_classpath()?;
+    let classpath = NETTY_EXTRA_JARS
+        .iter()
+        .filter(|jar| Path::new(jar).is_file())
+        .fold(classpath, |path, jar| format!("{path}:{jar}"));
+    Ok(ServerSpec::new("zookeeper-tls", java)
+        .extra_ports(1)
+        .args(move |ctx| {
+            // ZooKeeper reads a PEM key store as one file: key, then chain.
+            let identity = ctx.data_dir.join("identity.pem");
+            let pem = [&key, &cert]
+                .iter()
+                .map(|file| std::fs::read_to_string(file).unwrap_or_default())
+                .collect::<String>();
+            write_or_log(&identity, &pem);
+            let config = ctx.data_dir.join("zoo.cfg");
+            let text = format!(
+                "{}clientPort={}\nclientPortAddress=127.0.0.1\nsecureClientPort={}\n\
+                 secureClientPortAddress=127.0.0.1\n\
+                 serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+                 ssl.keyStore.location={}\nssl.keyStore.type=PEM\n\
+                 ssl.trustStore.location={}\nssl.trustStore.type=PEM\nssl.clientAuth=need\n",
+                common_config(&ctx.data_dir),
+                ctx.port,
+                ctx.ports[1],
+                identity.display(),
+                ca.display(),
+            );
+            write_or_log(&config, &text);
+            jvm_args(&classpath, &config)
+        })
+        .probe(|ctx| Box::pin(tcp_request(ctx.addr(), b"srvr", "Mode:"))))
+}
+
 /// A running ZooKeeper ensemble on loopback.
 #[derive(Debug)]
 pub struct Ensemble {

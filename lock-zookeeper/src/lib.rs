@@ -20,6 +20,8 @@ mod permits;
 mod queue;
 mod session;
 mod tls;
+#[cfg(feature = "tls")]
+mod tls_diagnosis;
 mod value;
 mod watch;
 

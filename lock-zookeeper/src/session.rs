@@ -86,10 +86,33 @@ impl ZkConfig {
             connector = connector.with_auth("digest", &auth.auth_bytes());
         }
         let connecting = crate::tls::connect(connector, self, &hosts);
-        tokio::time::timeout(self.connect_timeout, connecting)
-            .await
-            .map_err(|_| error::disconnected(&hosts, self.connect_timeout))?
-            .map_err(|e| error::map(&format!("open a session with {hosts}"), e))
+        let error = match tokio::time::timeout(self.connect_timeout, connecting).await {
+            Ok(Ok(client)) => return Ok(client),
+            Ok(Err(e)) => error::map(&format!("open a session with {hosts}"), e),
+            Err(_) => error::disconnected(&hosts, self.connect_timeout),
+        };
+        Err(self.tls_reason(error).await)
+    }
+
+    /// `error`, or, when a TLS handshake of our own with the first host
+    /// shows why TLS failed (the client library does not say), an
+    /// [`LockError::InvalidConfig`] naming the reason.
+    async fn tls_reason(&self, error: LockError) -> LockError {
+        #[cfg(feature = "tls")]
+        if let (Some(files), Some(host)) = (&self.tls, self.hosts.first()) {
+            let failure = crate::tls_diagnosis::tls_failure(
+                files.clone(),
+                host.clone(),
+                self.connect_timeout,
+            );
+            if let Some(reason) = failure.await {
+                return LockError::invalid_config(format!(
+                    "ZooKeeper TLS with {host} failed: {reason}; check tls_ca_file, \
+                     tls_cert_file and tls_key_file"
+                ));
+            }
+        }
+        error
     }
 
     /// The ACLs the store creates every node with: readable and writable
