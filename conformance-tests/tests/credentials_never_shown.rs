@@ -159,17 +159,45 @@ async fn redis_passwords_never_show() {
     assert!(!said[4].contains("LockGuard"), "a wrong user took a lock");
 }
 
+/// A member of its own with authentication on, whose `root` user has
+/// `password`.
+async fn etcd_with_root_password(password: &str) -> distlock_testkit::Server {
+    let member = distlock_testkit::etcd::etcd_spec("canary-etcd", false)
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    let endpoint = format!("http://{}", member.addr());
+    let mut client = etcd_client::Client::connect([endpoint], None)
+        .await
+        .unwrap();
+    client.user_add("root", password, None).await.unwrap();
+    client.user_grant_role("root", "root").await.unwrap();
+    client.auth_enable().await.unwrap();
+    member
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_passwords_never_show() {
     let password = canary();
+    let secured = etcd_with_root_password(&password).await;
     let base = shared_etcd_url().await.unwrap();
     let quick = "connect_timeout=300ms&response_timeout=1s";
     let urls = [
-        // The test server has no authentication on: the login fails.
+        // Accepted: a lock is taken and released with it.
+        format!("etcd://root:{password}@{}?{quick}", secured.addr()),
+        format!(
+            "etcd://{}?user=root&password={password}&{quick}",
+            secured.addr()
+        ),
+        // The shared member has no authentication on: the login fails.
         format!("{base}?user=root&password={password}&{quick}"),
         format!("etcd://root:{password}@127.0.0.1:1?{quick}"),
     ];
-    never_shown(&password, &urls).await;
+    let said = never_shown(&password, &urls).await;
+    for (url, text) in urls.iter().zip(&said).take(2) {
+        assert!(text.contains("LockGuard"), "{url} took no lock: {text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
