@@ -1,7 +1,8 @@
 //! Redlock with masters down, on five dedicated `redis-server` masters per
 //! test: a minority down still locks, a majority down never gives a false
 //! success, and fencing tokens keep increasing while masters restart
-//! (without persistence) between holders.
+//! (without persistence) between holders; a failed quorum leaves nothing
+//! on the masters that granted it.
 
 mod common;
 
@@ -124,5 +125,49 @@ async fn tokens_increase_while_masters_restart_between_holders() {
         for i in down {
             servers[i].restart().await.unwrap();
         }
+    }
+}
+
+/// An acquisition that reached only a minority undoes what it took: right
+/// after the failed attempt, well inside the 30 s ttl, the masters that
+/// granted it hold no lock key (else the lock would stay blocked on them
+/// for a whole ttl).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_quorum_leaves_nothing_on_the_masters_that_granted() {
+    let servers = masters("redlock-undo").await;
+    let url = redlock_url(servers.iter().map(Server::addr));
+    let locker = connect(&format!("{url}?ttl=30s&namespace=undo&{TEST_TIMEOUTS}"))
+        .await
+        .unwrap();
+    for i in [1, 2, 4] {
+        servers[i].stop();
+    }
+    let attempt = locker.try_lock("k").await;
+    assert!(
+        matches!(attempt, Err(LockError::Unavailable { .. })),
+        "{attempt:?}"
+    );
+    let keys = distlock_testkit::layout::RedisKeys::of(&locker.name("k").unwrap());
+    for i in [0, 3] {
+        let mut raw = ::redis::Client::open(format!("redis://{}", servers[i].addr()))
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let left: bool = ::redis::cmd("EXISTS")
+            .arg(&keys.lock)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert!(!left, "master {i} still holds the lock key");
+        let counter: Option<u64> = ::redis::cmd("GET")
+            .arg(&keys.token)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert!(
+            counter.is_some(),
+            "master {i} never granted: nothing was undone"
+        );
     }
 }
