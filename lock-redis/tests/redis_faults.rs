@@ -206,3 +206,48 @@ async fn frozen_holder_is_fenced_off_and_told_after_it_resumes() {
     assert_eq!(resource.last_write().unwrap().1, "from the second holder");
     guard.release().await.unwrap();
 }
+
+/// An acquisition whose reply never came — the server frozen past the
+/// response timeout, then resumed, so it applies the request after the
+/// caller gave up — leaves no lock behind: another client takes it within
+/// seconds, far inside the 30 s lease an orphan would block it for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_whose_reply_was_lost_leaves_no_orphan_lock() {
+    let server = server("redis-lost-reply").await;
+    let url = server_url(server.addr(), "lost-reply", Duration::from_secs(30));
+    let (a, b) = (connect(&url).await.unwrap(), connect(&url).await.unwrap());
+    // Both connected before the freeze.
+    a.try_lock("warm")
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    assert!(b.inspect("k").await.unwrap().is_none());
+    server.pause().await.unwrap();
+    let attempt = a.try_lock("k").await;
+    assert!(
+        matches!(attempt, Err(LockError::Unavailable { .. })),
+        "{attempt:?}"
+    );
+    server.resume().unwrap();
+    let guard = distlock_testkit::eventually(SLACK * 3, "the lock to be free", || {
+        let b = b.clone();
+        async move {
+            match b.try_lock("k").await {
+                Ok(Some(guard)) => Ok(guard),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await
+    .unwrap();
+    // The lost request did reach the server: it used token 1.
+    assert_eq!(
+        guard.token().get(),
+        2,
+        "the lost acquisition was never applied"
+    );
+    guard.release().await.unwrap();
+}
