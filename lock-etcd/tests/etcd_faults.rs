@@ -315,12 +315,21 @@ async fn member_killed_and_restarted() {
     let servers = start_cluster("etcd-member", false).await.unwrap();
     let url = url_for(servers.iter().map(Server::addr), "3s", "member");
     let locker = connect(&url).await.unwrap();
-    let rounds = |locker: Locker, n: usize| async move {
-        for _ in 0..n {
-            let guard = locker.lock_with("k", wait(Duration::from_secs(5))).await?;
-            guard.release().await?;
+    // Each round's token must be above every token taken before it,
+    // across the member's death and restart.
+    let last = Arc::new(AtomicU64::new(0));
+    let rounds = |locker: Locker, n: usize| {
+        let last = Arc::clone(&last);
+        async move {
+            for _ in 0..n {
+                let guard = locker.lock_with("k", wait(Duration::from_secs(5))).await?;
+                let token = guard.token().get();
+                let before = last.swap(token, Ordering::SeqCst);
+                assert!(token > before, "token {token} after {before}");
+                guard.release().await?;
+            }
+            Ok::<_, LockError>(())
         }
-        Ok::<_, LockError>(())
     };
     rounds(locker.clone(), 10).await.unwrap();
 
