@@ -79,6 +79,7 @@ macro_rules! __conformance_case_names {
             dropped_guard_frees_lock_shortly,
             locks_are_not_reentrant,
             unreachable_store_gives_unavailable_then_recovers,
+            guard_dropped_while_unreachable_frees_the_lock_once_back,
             inspect_reports_holder,
             zero_wait_makes_one_attempt,
             holder_values_round_trip,

@@ -99,6 +99,41 @@ pub async fn unreachable_store_gives_unavailable_then_recovers(
     }
 }
 
+/// Dropping a guard while the store is unreachable neither blocks nor
+/// panics, and the lock is free once the store is back: at once if the
+/// background release gets through, after the ttl at the latest.
+pub async fn guard_dropped_while_unreachable_frees_the_lock_once_back(
+    factory: &dyn LockerFactory,
+) -> CaseResult {
+    let settings = settings("dropped_unreachable", TTL);
+    let Some(opened) = factory.open_with_outage(&settings).await else {
+        return Ok(Outcome::NotApplicable(
+            "an outage-capable factory (fault proxy)",
+        ));
+    };
+    let (locker, outage) = opened?;
+    let other = factory.open(&settings).await?;
+    let guard = locker.lock("k").await?;
+    outage.begin().await;
+    let started = Instant::now();
+    drop(guard);
+    let dropping = started.elapsed();
+    assert!(
+        dropping < Duration::from_millis(50),
+        "dropping a guard blocked for {dropping:?} with the store unreachable"
+    );
+    assert!(
+        other.try_lock("k").await?.is_none(),
+        "the lock was free while its holder's store was unreachable"
+    );
+    outage.end().await;
+    let bound = TTL + Duration::from_secs(5);
+    let taken = other.lock_with("k", wait(bound)).await;
+    let guard = taken.unwrap_or_else(|e| panic!("the lock stayed taken after the outage: {e}"));
+    guard.release().await?;
+    Ok(Outcome::Passed)
+}
+
 /// `inspect` reports the holder's owner and token, and `None` for a free key.
 pub async fn inspect_reports_holder(factory: &dyn LockerFactory) -> CaseResult {
     let (settings, a, b) = two_lockers(factory, "inspect", TTL).await?;
