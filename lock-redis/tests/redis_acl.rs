@@ -118,3 +118,57 @@ async fn a_command_denied_inside_a_script_is_a_clear_error_too() {
     );
     assert!(error.to_string().contains("permissions"), "{error}");
 }
+
+/// A user confined to one namespace's keys (`~distlock:{tenant:*`: every
+/// key of a lock starts with `distlock:{<namespace>:`) takes and hands
+/// over locks there, and gets a clear error at once in another namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_confined_to_a_namespace_locks_there_and_nowhere_else() {
+    acl_user(
+        "tenant",
+        "pw-tenant",
+        &[
+            "~distlock:{acl-tenant:*",
+            "&*",
+            "+@scripting",
+            "+@pubsub",
+            "+@read",
+            "+@write",
+            "+time",
+            "+ping",
+            "+hello",
+            "+client|setname",
+        ],
+    )
+    .await;
+    let own = url_as("tenant", "pw-tenant", "acl-tenant").await;
+    let (a, b) = (connect(&own).await.unwrap(), connect(&own).await.unwrap());
+    let held = a.lock("k").await.unwrap();
+    let waiting = tokio::spawn(async move {
+        b.lock_with("k", LockOptions::new().wait(Duration::from_secs(5)))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    held.release().await.unwrap();
+    waiting
+        .await
+        .unwrap()
+        .expect("the waiter was handed the lock")
+        .release()
+        .await
+        .unwrap();
+
+    let elsewhere = url_as("tenant", "pw-tenant", "acl-other").await;
+    let locks = connect(&elsewhere).await.unwrap();
+    let started = Instant::now();
+    let error = locks
+        .try_lock("k")
+        .await
+        .expect_err("a lock outside the user's keys");
+    assert!(
+        matches!(error, LockError::InvalidConfig { .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("permissions"), "{error}");
+    assert!(started.elapsed() < Duration::from_secs(1));
+}
