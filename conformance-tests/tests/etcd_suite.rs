@@ -37,5 +37,24 @@ async fn etcd_cluster_factory() -> StoreFactory {
     factory(etcd_url(members.clone()), members)
 }
 
-lock_core::conformance_tests!(etcd, etcd_factory);
-lock_core::conformance_tests!(etcd_cluster, etcd_cluster_factory);
+// Locks live as long as the session lease (no per-lock expiry).
+lock_core::conformance_tests!(
+    etcd,
+    etcd_factory,
+    not_applicable: [
+        abandoned_lock_is_freed_after_ttl,
+        loss_is_signalled_before_others_can_acquire,
+        stalled_leader_is_replaced_after_ttl,
+        watch_reports_expiry,
+    ]
+);
+lock_core::conformance_tests!(
+    etcd_cluster,
+    etcd_cluster_factory,
+    not_applicable: [
+        abandoned_lock_is_freed_after_ttl,
+        loss_is_signalled_before_others_can_acquire,
+        stalled_leader_is_replaced_after_ttl,
+        watch_reports_expiry,
+    ]
+);

@@ -13,4 +13,4 @@ async fn redis_factory() -> StoreFactory {
     StoreFactory::new(with_query(&base, TEST_TIMEOUTS)).outage_through(loopback_hosts(&base))
 }
 
-lock_core::conformance_tests!(redis, redis_factory);
+lock_core::conformance_tests!(redis, redis_factory, not_applicable: []);

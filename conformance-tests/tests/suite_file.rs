@@ -59,8 +59,38 @@ async fn file_fsync_factory() -> FileFactory {
     factory_for(&format!("{}?fsync=true", file_url()))
 }
 
-lock_core::conformance_tests!(file, file_factory);
-lock_core::conformance_tests!(file_fsync, file_fsync_factory);
+// Locks live with the process that holds them (no lease runs out) and
+// there is no network to cut.
+lock_core::conformance_tests!(
+    file,
+    file_factory,
+    not_applicable: [
+        abandoned_lock_is_freed_after_ttl,
+        tokens_increase_across_expiry,
+        watch_reports_expiry,
+        stalled_leader_is_replaced_after_ttl,
+        loss_is_signalled_before_others_can_acquire,
+        lost_fires_for_read_locks_and_permits,
+        vanished_permit_returns_after_ttl,
+        unreachable_store_gives_unavailable_then_recovers,
+        guard_dropped_while_unreachable_frees_the_lock_once_back,
+    ]
+);
+lock_core::conformance_tests!(
+    file_fsync,
+    file_fsync_factory,
+    not_applicable: [
+        abandoned_lock_is_freed_after_ttl,
+        tokens_increase_across_expiry,
+        watch_reports_expiry,
+        stalled_leader_is_replaced_after_ttl,
+        loss_is_signalled_before_others_can_acquire,
+        lost_fires_for_read_locks_and_permits,
+        vanished_permit_returns_after_ttl,
+        unreachable_store_gives_unavailable_then_recovers,
+        guard_dropped_while_unreachable_frees_the_lock_once_back,
+    ]
+);
 
 /// flock(2) locks do not expire and cannot be broken, and other processes
 /// are not notified: the cases needing those report themselves not

@@ -35,5 +35,24 @@ async fn ensemble_factory() -> StoreFactory {
     factory(ensemble.client_addrs(), "/suite-ensemble")
 }
 
-lock_core::conformance_tests!(zookeeper, zk_factory);
-lock_core::conformance_tests!(zookeeper_ensemble, ensemble_factory);
+// Locks live as long as the session (no per-lock expiry).
+lock_core::conformance_tests!(
+    zookeeper,
+    zk_factory,
+    not_applicable: [
+        abandoned_lock_is_freed_after_ttl,
+        loss_is_signalled_before_others_can_acquire,
+        stalled_leader_is_replaced_after_ttl,
+        watch_reports_expiry,
+    ]
+);
+lock_core::conformance_tests!(
+    zookeeper_ensemble,
+    ensemble_factory,
+    not_applicable: [
+        abandoned_lock_is_freed_after_ttl,
+        loss_is_signalled_before_others_can_acquire,
+        stalled_leader_is_replaced_after_ttl,
+        watch_reports_expiry,
+    ]
+);

@@ -20,7 +20,7 @@
 //!         Ok(locker.with_options(settings.locker_options()))
 //!     })
 //! }
-//! lock_core::conformance_tests!(mem, mem_factory);
+//! lock_core::conformance_tests!(mem, mem_factory, not_applicable: []);
 //! ```
 
 mod cases;
@@ -40,14 +40,30 @@ pub type CaseResult = Result<Outcome, crate::LockError>;
 ///
 /// `$factory` is a path to an `async fn() -> F` where `F: LockerFactory`;
 /// it is called once per test (keep expensive set-up, like a server, in a
-/// static it fills once).
+/// static it fills once). `not_applicable: [...]` pins the cases the store
+/// cannot run (by design: a capability it does not declare); each of them
+/// must end as not applicable, and every other case must run and pass
+/// (see [`run_case`]). A test `pinned_cases_exist` checks that the list
+/// names real cases.
 #[macro_export]
 macro_rules! conformance_tests {
-    ($backend:ident, $factory:path) => {
+    ($backend:ident, $factory:path, not_applicable: [$($pinned:ident),* $(,)?]) => {
         mod $backend {
             #[allow(unused_imports)]
             use super::*;
+            /// The cases this store cannot run, by design.
+            const NOT_APPLICABLE: &[&str] = &[$(stringify!($pinned)),*];
             $crate::__conformance_case_names!(__conformance_test_fns($factory;));
+
+            #[test]
+            fn pinned_cases_exist() {
+                for pinned in NOT_APPLICABLE {
+                    assert!(
+                        $crate::conformance::CASES.iter().any(|case| case.name == *pinned),
+                        "`{pinned}` is pinned as not applicable but is no conformance case"
+                    );
+                }
+            }
         }
     };
 }
@@ -117,6 +133,7 @@ macro_rules! __conformance_test_fns {
                 let factory = $factory().await;
                 $crate::conformance::run_case(
                     stringify!($case),
+                    NOT_APPLICABLE.contains(&stringify!($case)),
                     $crate::conformance::$case(&factory),
                 )
                 .await;

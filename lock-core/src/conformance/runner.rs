@@ -19,18 +19,28 @@ pub enum Outcome {
     NotApplicable(&'static str),
 }
 
-/// Runs one case inside a test: panics if it fails, and says on stderr
-/// (visible with `--nocapture`) when the case does not apply.
-pub async fn run_case<F>(name: &str, case: F)
+/// Runs one case inside a test and panics unless it ended as the store's
+/// test file expects: passed, or, when `expect_not_applicable` (the case
+/// is in the file's pinned list), not applicable. A case that passes
+/// although pinned, or does not apply although not pinned, fails: a
+/// change in what a store (or its factory) can do never goes unnoticed,
+/// and a case a store cannot run never reads as a pass.
+pub async fn run_case<F>(name: &str, expect_not_applicable: bool, case: F)
 where
     F: Future<Output = CaseResult>,
 {
-    match case.await {
-        Ok(Outcome::Passed) => {}
-        Ok(Outcome::NotApplicable(needs)) => {
-            eprintln!("conformance case `{name}`: not applicable, the backend lacks {needs}");
+    match (case.await, expect_not_applicable) {
+        (Ok(Outcome::Passed), false) => {}
+        (Ok(Outcome::NotApplicable(needs)), true) => {
+            eprintln!("conformance case `{name}`: not applicable, as pinned: the backend lacks {needs}");
         }
-        Err(error) => panic!("conformance case `{name}` failed: {error}"),
+        (Ok(Outcome::Passed), true) => panic!(
+            "conformance case `{name}` passed, but this store's test file pins it as not applicable: remove it from the list"
+        ),
+        (Ok(Outcome::NotApplicable(needs)), false) => panic!(
+            "conformance case `{name}` did not run: the backend (or its factory) lacks {needs}; pin it as not applicable only if that is by design"
+        ),
+        (Err(error), _) => panic!("conformance case `{name}` failed: {error}"),
     }
 }
 
