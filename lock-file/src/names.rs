@@ -99,6 +99,37 @@ mod tests {
         );
     }
 
+    /// Cases per property below.
+    const CASES: u32 = 4096;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(CASES))]
+
+        /// Any key (any printable characters, up to twice the hashing
+        /// threshold) maps to one flat, safe file name, from which a plain
+        /// encoding decodes back to the key.
+        #[test]
+        fn every_key_maps_to_one_safe_file_name(key in "\\PC{1,400}") {
+            assert_flat_and_safe(&key);
+            let name = file_name(&key);
+            if !name.contains('~') {
+                proptest::prop_assert_eq!(decode(&name), key);
+            }
+        }
+
+        /// Two different keys never share a file, whether their names are
+        /// plain, hashed or one of each; keys that differ in case or only
+        /// by an escape-looking sequence included.
+        #[test]
+        fn different_keys_never_share_a_file(
+            a in "[a-zA-Z%/.~0-9]{1,260}",
+            b in "[a-zA-Z%/.~0-9]{1,260}",
+        ) {
+            proptest::prop_assume!(a != b);
+            proptest::prop_assert_ne!(file_name(&a), file_name(&b));
+        }
+    }
+
     #[test]
     fn plain_keys_stay_readable() {
         assert_eq!(file_name("invoices-2026_11"), "invoices-2026_11.lock");
