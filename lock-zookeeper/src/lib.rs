@@ -8,6 +8,7 @@ mod ahead;
 mod backend;
 mod cleanup;
 mod config;
+mod confirm;
 mod contended;
 mod delayed;
 mod error;

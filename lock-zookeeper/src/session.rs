@@ -54,7 +54,7 @@ impl Sessions {
             return Ok(session);
         }
         let session = Arc::new(Session::open(Arc::clone(&self.config)).await?);
-        tokio::spawn(confirm(Arc::downgrade(&session)));
+        tokio::spawn(crate::confirm::confirm(Arc::downgrade(&session)));
         *current = Some(Arc::clone(&session));
         Ok(session)
     }
@@ -136,7 +136,7 @@ pub(crate) struct Session {
     contended: ContendedDirs,
     delayed_watches: DelayedWatches,
     /// When the latest request known to have reached the server with the
-    /// session alive was sent (see [`confirm`]).
+    /// session alive was sent (see [`crate::confirm`]).
     confirmed_at: Mutex<Instant>,
 }
 
@@ -181,7 +181,9 @@ impl Session {
         confirmed.max(floor) + timeout.saturating_sub(clock_drift(timeout))
     }
 
-    fn confirmed(&self, sent: Instant) {
+    /// Records that a request sent at `sent` was answered with the
+    /// session alive.
+    pub(crate) fn confirmed(&self, sent: Instant) {
         let mut confirmed_at = self.confirmed_at.lock().unwrap_or_else(|p| p.into_inner());
         *confirmed_at = (*confirmed_at).max(sent);
     }
@@ -205,6 +207,11 @@ impl Session {
     /// when the URL gave credentials, open otherwise.
     pub(crate) fn acls(&self) -> Acls<'static> {
         self.config.acls()
+    }
+
+    /// Whether some lock of this session is still held or awaited.
+    pub(crate) fn has_live_locks(&self) -> bool {
+        self.registry.has_live_locks()
     }
 
     /// Whether the session expired, failed or was closed.
@@ -338,40 +345,6 @@ impl Drop for Session {
         // Before `client` drops and closes the session: a close racing a
         // connection drop can surface as `Expired` in the client library.
         self.registry.closing.store(true, Ordering::SeqCst);
-    }
-}
-
-/// Confirms the session every third of its timeout while it has locks
-/// (held or awaited), with the cheapest request there is, so that
-/// [`Session::surely_alive_until`] stays ahead of the clock. The client
-/// library's own heartbeats keep the session; these only tell us, in a
-/// form a guard can check without waiting for any task to run, that the
-/// server heard us lately: a process frozen past the session timeout
-/// wakes with that moment in the past, and its guards say so at once.
-async fn confirm(session: std::sync::Weak<Session>) {
-    loop {
-        let period = match session.upgrade() {
-            Some(session) => session.client.session_timeout() / 3,
-            None => return,
-        };
-        tokio::time::sleep(period).await;
-        let Some(session) = session.upgrade() else {
-            return;
-        };
-        if session.has_ended() {
-            return;
-        }
-        if !session.registry.has_live_locks() {
-            continue;
-        }
-        let sent = Instant::now();
-        if session
-            .request(session.client.check_stat("/"))
-            .await
-            .is_ok()
-        {
-            session.confirmed(sent);
-        }
     }
 }
 
