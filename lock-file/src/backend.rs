@@ -6,7 +6,8 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -271,9 +272,19 @@ impl TryAcquire for FileBackend {
         let kind = request.kind;
         let attempted = if self.config.fsync {
             let (path, owner, value) = (path.clone(), request.owner.clone(), request.value.clone());
-            tokio::task::spawn_blocking(move || attempt(&path, kind, owner.as_str(), &value, true))
-                .await
-                .map_err(|e| LockError::backend("the lock attempt task failed", e))?
+            // A blocking task runs to its end even when its caller is gone;
+            // one that only starts after the caller gave up (the pool was
+            // busy) must not take the lock, not even for an instant.
+            let caller = CallerAlive::new();
+            let alive = caller.flag();
+            tokio::task::spawn_blocking(move || {
+                if !alive.load(Ordering::SeqCst) {
+                    return Ok(Taken::Busy);
+                }
+                attempt(&path, kind, owner.as_str(), &value, true)
+            })
+            .await
+            .map_err(|e| LockError::backend("the lock attempt task failed", e))?
         } else {
             attempt(&path, kind, request.owner.as_str(), &request.value, false)
         };
@@ -317,6 +328,26 @@ impl TryAcquire for FileBackend {
     /// [`POLL_INITIAL`] to [`POLL_CAP`], with jitter.
     fn poll_policy(&self) -> Backoff {
         Backoff::exponential(POLL_INITIAL, POLL_CAP).with_jitter()
+    }
+}
+
+/// True while the call that started a blocking attempt still waits for it;
+/// false once that call's future is dropped.
+struct CallerAlive(Arc<AtomicBool>);
+
+impl CallerAlive {
+    fn new() -> Self {
+        Self(Arc::new(AtomicBool::new(true)))
+    }
+
+    fn flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.0)
+    }
+}
+
+impl Drop for CallerAlive {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
     }
 }
 

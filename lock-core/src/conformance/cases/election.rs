@@ -252,10 +252,8 @@ pub async fn cancelled_campaign_leaves_nothing_behind(factory: &dyn LockerFactor
     );
     leader.resign().await?;
     let mut observer = election.observe();
-    assert!(
-        next_leader(&mut observer, SLACK).await.is_none(),
-        "a cancelled candidate leads"
-    );
+    let seen = next_leader(&mut observer, SLACK).await;
+    assert!(seen.is_none(), "a cancelled candidate leads: {seen:?}");
     let started = Instant::now();
     let next = election.campaign_with("next", wait(SLACK)).await?;
     assert!(started.elapsed() < SLACK);
