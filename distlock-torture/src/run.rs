@@ -21,6 +21,10 @@ use crate::nemesis::Nemesis;
 use crate::register::Register;
 use crate::report::Row;
 
+/// How many times in a row a fault may find nothing to act on (no client
+/// process holding a lock within its wait) before the row fails.
+const MAX_MISSES: u64 = 10;
+
 /// Ids of client processes start here; tasks count from 1.
 const FIRST_PROCESS_ID: u32 = 1000;
 
@@ -142,7 +146,8 @@ pub async fn run(plan: &Plan) -> Result<Row, String> {
 }
 
 /// Injects the faults by turns, a ttl apart, until `deadline` has passed
-/// and each was injected at least once (or found nothing to act on twice).
+/// and each was injected at least once (failing when one finds nothing
+/// to act on [`MAX_MISSES`] times before its first injection).
 async fn by_turns(
     nemesis: &mut Nemesis<'_>,
     faults: &[Fault],
@@ -163,7 +168,7 @@ async fn by_turns(
             } else {
                 let misses = missed.entry(fault).or_default();
                 *misses += 1;
-                if *misses >= 2 && injected[&fault] == 0 {
+                if *misses >= MAX_MISSES && injected[&fault] == 0 {
                     return Err(format!("{fault}: no client process held a lock to act on"));
                 }
             }
