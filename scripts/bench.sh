@@ -11,11 +11,12 @@
 #   WARMUP=5s                                # unreported warm-up per server (default);
 #                                            # WARMUP=0 skips it
 #
-# Backends (default: all, in this order):
+# Backends (default: all but redis-sentinel, in this order):
 #   file           file:// in a temp dir
 #   mem            mem://, in process
 #   redis          one redis-server
 #   redis-cluster  Redis Cluster of 3 masters, no replicas
+#   redis-sentinel a master, its replica and 3 sentinels (only when named)
 #   redlock        Redlock over 5 independent redis-server masters
 #   etcd           one etcd member, WITH fsync (no --unsafe-no-fsync), as a
 #                  real deployment runs; its data dir is under $TMPDIR
@@ -61,10 +62,10 @@ servers=()
 for backend in "${backends[@]}"; do
     case $backend in
     file | mem) ;;
-    redis | redis-cluster | redlock | etcd | zookeeper) servers+=("$backend") ;;
+    redis | redis-cluster | redis-sentinel | redlock | etcd | zookeeper) servers+=("$backend") ;;
     *)
         echo "bench.sh: unknown backend '$backend' in BACKENDS" \
-            "(known: file mem redis redis-cluster redlock etcd zookeeper)" >&2
+            "(known: file mem redis redis-cluster redis-sentinel redlock etcd zookeeper)" >&2
         exit 2
         ;;
     esac
@@ -117,7 +118,7 @@ if ((${#servers[@]})); then
             break
         fi
         case $name in
-        redis | redis-cluster | redlock) urls[$name]="$url?$REDIS_OPTS" ;;
+        redis | redis-cluster | redis-sentinel | redlock) urls[$name]="$url?$REDIS_OPTS" ;;
         etcd) urls[$name]="$url?$ETCD_OPTS" ;;
         zookeeper) urls[$name]="$url?$ZK_OPTS" ;;
         esac

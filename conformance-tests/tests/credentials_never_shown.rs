@@ -9,6 +9,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use distlock_testkit::redis::{shared_cluster_url, shared_redis_url, shared_redlock_servers};
+use distlock_testkit::redis_sentinel::{shared_sentinel_group, MASTER_NAME};
 use distlock_testkit::zookeeper::{shared_standalone, zk_url};
 use distlock_testkit::{etcd::shared_etcd_url, url::host_list};
 
@@ -127,14 +128,17 @@ async fn redis_passwords_never_show() {
     let single = shared_redis_url().await.unwrap();
     let cluster = shared_cluster_url().await.unwrap();
     let masters = shared_redlock_servers(3).await.unwrap();
+    let sentinel = shared_sentinel_group().await.unwrap();
     let nodes: Vec<String> = address(&cluster).split(',').map(str::to_owned).collect();
     for addr in std::iter::once(address(&single).to_owned())
         .chain(nodes.iter().cloned())
         .chain(masters.iter().map(|m| m.addr().to_string()))
+        .chain([&sentinel.master, &sentinel.replica].map(|s| s.addr().to_string()))
     {
         redis_user(&addr, "canary", &password).await;
     }
     let redlock_hosts = host_list(masters.iter().map(|m| m.addr()));
+    let sentinels = format!("{}/{MASTER_NAME}", address(&sentinel.url()));
     let quick = "connect_timeout=300ms&response_timeout=300ms";
     let urls = [
         format!("redis://canary:{password}@{}/?{quick}", address(&single)),
@@ -147,16 +151,28 @@ async fn redis_passwords_never_show() {
             nodes.join(",")
         ),
         format!("redlock://canary:{password}@{redlock_hosts}?{quick}"),
+        format!("redis+sentinel://canary:{password}@{sentinels}?{quick}"),
         // Refused: another user's name with the canary.
         format!("redis://nobody:{password}@{}/?{quick}", address(&single)),
         // Nothing there.
         format!("redis://canary:{password}@127.0.0.1:1/?{quick}"),
+        // The sentinels require no login: they refuse the one given.
+        format!("redis+sentinel://{sentinels}?sentinel_password={password}&{quick}"),
+        format!(
+            "redis+sentinel://127.0.0.1:1/m?sentinel_user=u&sentinel_password={password}&{quick}"
+        ),
     ];
     let said = never_shown(&password, &urls).await;
-    for (url, text) in urls.iter().zip(&said).take(4) {
+    for (url, text) in urls.iter().zip(&said).take(5) {
         assert!(text.contains("LockGuard"), "{url} took no lock: {text}");
     }
-    assert!(!said[4].contains("LockGuard"), "a wrong user took a lock");
+    assert!(!said[5].contains("LockGuard"), "a wrong user took a lock");
+    for refused in &said[6..] {
+        assert!(
+            !refused.contains("LockGuard"),
+            "a refused sentinel login took a lock"
+        );
+    }
 }
 
 /// A member of its own with authentication on, whose `root` user has

@@ -50,6 +50,8 @@ fn scheme() -> impl Strategy<Value = String> {
             "rediss+cluster",
             "redlock",
             "redlocks",
+            "redis+sentinel",
+            "rediss+sentinel",
             "etcd",
             "etcds",
             "zk",

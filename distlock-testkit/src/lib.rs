@@ -14,6 +14,7 @@ mod procfs;
 pub mod programs;
 pub mod proxy;
 pub mod redis;
+pub mod redis_sentinel;
 pub mod server;
 mod server_log;
 pub mod shared;

@@ -19,7 +19,7 @@ use crate::{
 /// URL options that make a locker fail fast on an unreachable server.
 pub const TEST_TIMEOUTS: &str = "connect_timeout=1s&response_timeout=500ms";
 
-fn redis_server() -> Result<std::path::PathBuf, String> {
+pub(crate) fn redis_server() -> Result<std::path::PathBuf, String> {
     find_program(
         &["redis-server"],
         &install_hint("redis-server", REDIS_URL_VAR),
@@ -27,7 +27,7 @@ fn redis_server() -> Result<std::path::PathBuf, String> {
 }
 
 /// Ready once the server answers `PING`.
-fn pong_probe(spec: ServerSpec) -> ServerSpec {
+pub(crate) fn pong_probe(spec: ServerSpec) -> ServerSpec {
     spec.probe(|ctx| Box::pin(probe::tcp_request(ctx.addr(), b"PING\r\n", "+PONG")))
 }
 
@@ -113,7 +113,7 @@ pub fn redis_tls_spec(
         }))
 }
 
-fn base_args(port: u16, data_dir: &Path) -> Vec<String> {
+pub(crate) fn base_args(port: u16, data_dir: &Path) -> Vec<String> {
     [
         "--port",
         &port.to_string(),

@@ -4,6 +4,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use distlock_testkit::redis_sentinel::{SentinelGroup, MASTER_NAME};
 use distlock_testkit::zookeeper::Ensemble;
 use distlock_testkit::{etcd, probe, redis, url::host_list, with_query, zookeeper, Server};
 use serde::Serialize;
@@ -20,6 +21,8 @@ pub enum Topology {
     RedisAof,
     /// Redis Cluster: 3 masters with one replica each.
     RedisCluster,
+    /// Redis Sentinel: a master, its replica and three sentinels.
+    RedisSentinel,
     /// Redlock over 5 independent Redis masters.
     Redlock,
     /// One etcd member (fsync on).
@@ -34,11 +37,12 @@ pub enum Topology {
 
 impl Topology {
     /// Every topology, in the order runs go through them.
-    pub const ALL: [Topology; 9] = [
+    pub const ALL: [Topology; 10] = [
         Topology::File,
         Topology::RedisSingle,
         Topology::RedisAof,
         Topology::RedisCluster,
+        Topology::RedisSentinel,
         Topology::Redlock,
         Topology::EtcdSingle,
         Topology::EtcdCluster,
@@ -52,6 +56,7 @@ impl Topology {
             Topology::File => "file",
             Topology::RedisSingle | Topology::RedisAof => "redis",
             Topology::RedisCluster => "redis+cluster",
+            Topology::RedisSentinel => "redis+sentinel",
             Topology::Redlock => "redlock",
             Topology::EtcdSingle | Topology::EtcdCluster => "etcd",
             Topology::ZkStandalone | Topology::ZkEnsemble => "zk",
@@ -65,6 +70,7 @@ impl Topology {
             Topology::RedisSingle => "1 server, no persistence",
             Topology::RedisAof => "1 server, appendfsync always",
             Topology::RedisCluster => "3 masters + 3 replicas",
+            Topology::RedisSentinel => "master + replica + 3 sentinels",
             Topology::Redlock => "5 masters, no persistence",
             Topology::EtcdSingle => "1 member",
             Topology::EtcdCluster => "3 members",
@@ -75,9 +81,13 @@ impl Topology {
 
     /// Whether clients reach it through fault proxies (partitions and
     /// latency can be injected). A cluster's clients follow the addresses
-    /// its nodes announce, so they cannot be put behind a proxy.
+    /// its nodes announce, and a sentinel's clients the master's address
+    /// the sentinels announce, so they cannot be put behind a proxy.
     pub fn proxied(self) -> bool {
-        !matches!(self, Topology::File | Topology::RedisCluster)
+        !matches!(
+            self,
+            Topology::File | Topology::RedisCluster | Topology::RedisSentinel
+        )
     }
 
     /// Whether it has servers to kill or pause.
@@ -90,7 +100,10 @@ impl Topology {
     pub fn replicated(self) -> bool {
         matches!(
             self,
-            Topology::RedisCluster | Topology::EtcdCluster | Topology::ZkEnsemble
+            Topology::RedisCluster
+                | Topology::RedisSentinel
+                | Topology::EtcdCluster
+                | Topology::ZkEnsemble
         )
     }
 }
@@ -106,7 +119,8 @@ impl fmt::Display for Topology {
 pub struct Deployment {
     /// What it is.
     pub topology: Topology,
-    /// Its servers (empty for files).
+    /// Its servers (empty for files; for Sentinel the master, the
+    /// replica, then the three sentinels).
     pub servers: Vec<Server>,
     /// Where clients connect, one address per server.
     pub client_addrs: Vec<SocketAddr>,
@@ -127,6 +141,12 @@ impl Deployment {
             Topology::RedisSingle => vec![redis::redis_spec("torture-redis")?.start().await?],
             Topology::RedisAof => vec![redis::redis_aof_spec("torture-redis-aof")?.start().await?],
             Topology::RedisCluster => redis::start_cluster_with_replicas(3, 1).await?,
+            Topology::RedisSentinel => {
+                let group = SentinelGroup::start("torture-sentinel").await?;
+                let mut servers = vec![group.master, group.replica];
+                servers.extend(group.sentinels);
+                servers
+            }
             Topology::Redlock => redis::start_masters("torture-redlock", 5).await?,
             Topology::EtcdSingle => vec![etcd::etcd_spec("torture-etcd", true)?.start().await?],
             Topology::EtcdCluster => etcd::start_cluster("torture-etcd", true).await?,
@@ -166,6 +186,11 @@ impl Deployment {
             Topology::RedisCluster => {
                 with_query(&format!("redis+cluster://{hosts}"), redis::TEST_TIMEOUTS)
             }
+            Topology::RedisSentinel => {
+                let sentinels = host_list(addrs.iter().skip(2).copied());
+                let url = format!("redis+sentinel://{sentinels}/{MASTER_NAME}");
+                with_query(&url, redis::TEST_TIMEOUTS)
+            }
             Topology::Redlock => with_query(&format!("redlock://{hosts}"), redis::TEST_TIMEOUTS),
             Topology::EtcdSingle | Topology::EtcdCluster => {
                 with_query(&format!("etcd://{hosts}"), etcd::TEST_TIMEOUTS)
@@ -177,12 +202,13 @@ impl Deployment {
     }
 
     /// The server currently leading: the etcd leader, the ZooKeeper
-    /// leader, a Redis Cluster master; `None` when none answers as such.
+    /// leader, a Redis Cluster master, the master the sentinels watch;
+    /// `None` when none answers as such.
     pub async fn leader(&self) -> Option<usize> {
         let (request, expect): (&[u8], &str) = match self.topology {
             Topology::EtcdCluster => (b"GET /metrics HTTP/1.0\r\n\r\n", "etcd_server_is_leader 1"),
             Topology::ZkEnsemble => (b"srvr", "Mode: leader"),
-            Topology::RedisCluster => (b"ROLE\r\n", "master"),
+            Topology::RedisCluster | Topology::RedisSentinel => (b"ROLE\r\n", "master"),
             _ => return None,
         };
         let mut found = Vec::new();

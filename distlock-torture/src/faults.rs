@@ -81,6 +81,10 @@ impl Fault {
                     Topology::RedisCluster,
                     Fault::ServerKill | Fault::MemberKill
                 )
+                | (
+                    Topology::RedisSentinel,
+                    Fault::ServerKill | Fault::ServerPause | Fault::MemberKill
+                )
         )
     }
 }

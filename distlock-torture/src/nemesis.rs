@@ -14,6 +14,10 @@ use crate::register::Register;
 /// (5 s), so that a replica takes over.
 const CLUSTER_FAILOVER_WAIT: Duration = Duration::from_secs(8);
 
+/// How long a Redis Sentinel master stays down at least: long enough for
+/// the sentinels to agree it is down (1 s) and promote its replica.
+const SENTINEL_FAILOVER_WAIT: Duration = Duration::from_secs(4);
+
 /// Everything a fault acts on.
 #[derive(Debug)]
 pub struct Nemesis<'a> {
@@ -94,10 +98,10 @@ impl Nemesis<'_> {
                 };
                 let server = &self.deployment.servers[index];
                 server.stop();
-                let down = if self.deployment.topology == Topology::RedisCluster {
-                    CLUSTER_FAILOVER_WAIT
-                } else {
-                    past_ttl
+                let down = match self.deployment.topology {
+                    Topology::RedisCluster => CLUSTER_FAILOVER_WAIT,
+                    Topology::RedisSentinel => SENTINEL_FAILOVER_WAIT.max(past_ttl),
+                    _ => past_ttl,
                 };
                 sleep(down).await;
                 server.restart().await?;

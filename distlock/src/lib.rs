@@ -28,8 +28,9 @@ pub mod file {
     pub use lock_file::{default_dir, FileConfig, FileStore};
 }
 
-/// Redis, Redis Cluster and Redlock (`redis://`, `redis+cluster://`,
-/// `redlock://` and their TLS forms).
+/// Redis, Redis Cluster, Redis Sentinel and Redlock (`redis://`,
+/// `redis+cluster://`, `redis+sentinel://`, `redlock://` and their TLS
+/// forms).
 #[cfg(feature = "redis")]
 pub mod redis {
     pub use lock_redis::{RedisConfig, RedisStore, Topology};
@@ -221,6 +222,8 @@ mod tests {
             ("rediss+cluster", "Redis"),
             ("redlock", "Redis"),
             ("redlocks", "Redis"),
+            ("redis+sentinel", "Redis"),
+            ("rediss+sentinel", "Redis"),
             ("etcd", "etcd"),
             ("etcds", "etcd"),
             ("zk", "ZooKeeper"),

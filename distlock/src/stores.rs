@@ -118,7 +118,9 @@ pub(crate) fn stores() -> [StoreEntry; 5] {
                 "redis+cluster",
                 "rediss+cluster",
                 "redlock",
-                "redlocks"
+                "redlocks",
+                "redis+sentinel",
+                "rediss+sentinel"
             ]
         ),
         optional_store!("etcd", lock_etcd::EtcdStore, "etcd", ["etcd", "etcds"]),

@@ -19,7 +19,7 @@ use crate::conn::{Conn, ScriptCall, Timeouts};
 use crate::held::RedisHeld;
 use crate::keys::LockKeys;
 use crate::leaving::{object_of, LeaveOnDrop, Leaving, Pending};
-use crate::pubsub::Listener;
+use crate::pubsub::{Listener, Target};
 use crate::queue::{QueueMode, QueuedWait, WAITER_LIFE};
 use crate::renewal::{ConnTarget, HeldKeys, RenewalStats, Renewer};
 use crate::retry::CleanupRetry;
@@ -27,8 +27,9 @@ use crate::scripts::{limit_mismatch, scripts, AcquireReply};
 use crate::shared::{holders_of, limit_arg};
 use crate::watch::RedisWatch;
 
-/// Locks on one Redis instance (`redis://`) or a Redis Cluster
-/// (`redis+cluster://`). See the crate docs for the guarantees.
+/// Locks on one Redis instance (`redis://`), a Redis Cluster
+/// (`redis+cluster://`) or the master Redis Sentinel names
+/// (`redis+sentinel://`). See the crate docs for the guarantees.
 #[derive(Clone)]
 pub struct RedisBackend {
     inner: Arc<Inner>,
@@ -45,13 +46,16 @@ pub(crate) struct Inner {
 }
 
 impl RedisBackend {
-    /// Connects through `conn` (one instance or a cluster, as `config`
-    /// says) and checks that it answers. Fails with
+    /// Connects through `conn` (one instance, a cluster or a sentinel's
+    /// master, as `config` says) and checks that it answers. Fails with
     /// [`LockError::Unavailable`] if it does not, [`LockError::InvalidConfig`]
     /// for bad credentials.
     pub(crate) async fn connect(conn: Conn, config: RedisConfig) -> Result<Self, LockError> {
         let timeouts = Timeouts::new(&config);
-        let what = format!("connect to Redis at {}", config.nodes[0]);
+        let what = match &config.master_name {
+            Some(name) => format!("connect to the Redis master `{name}` named by the sentinels"),
+            None => format!("connect to Redis at {}", config.nodes[0]),
+        };
         let _: String = conn.query(timeouts, &what, &redis::cmd("PING")).await?;
         conn.preload_scripts(timeouts).await;
         // Classic PUBLISH reaches every node of a cluster, but a message
@@ -59,7 +63,10 @@ impl RedisBackend {
         // (measured on loopback), while subscribers on the publishing node
         // get it at once. So listen on every node the URL names: with the
         // masters listed, each release is heard from its own node.
-        let listener = Listener::new(&config, &config.nodes)?;
+        let listener = match &conn {
+            Conn::Sentinel(master) => Listener::on(&config, &[Target::Following(master.clone())])?,
+            _ => Listener::new(&config, &config.nodes)?,
+        };
         let renewer = Renewer::start(ConnTarget {
             conn: conn.clone(),
             timeouts,
@@ -224,6 +231,7 @@ impl Backend for RedisBackend {
     fn name(&self) -> &'static str {
         match self.inner.config.topology {
             Topology::Cluster => "redis-cluster",
+            Topology::Sentinel => "redis-sentinel",
             _ => "redis",
         }
     }

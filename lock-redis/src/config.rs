@@ -5,9 +5,14 @@
 //! rediss://…                                            the same over TLS
 //! redis+cluster://h1:p,h2:p[?options]                   Redis Cluster (seed nodes)
 //! redlock://h1:p,h2:p,h3:p[?options]                    Redlock over independent masters
+//! redis+sentinel://s1:p,s2:p/master[/db][?options]      the master Redis Sentinel names
 //! ```
 //!
-//! `rediss+cluster://` and `redlocks://` use TLS. Options besides the
+//! `rediss+cluster://`, `redlocks://` and `rediss+sentinel://` use TLS
+//! (to the sentinels and to the master alike). A sentinel URL's hosts are
+//! sentinels (port 26379 by default); `sentinel_user` and
+//! `sentinel_password` log in to them where they require it (the URL's
+//! own credentials are the data nodes'). Options besides the
 //! common ones: `response_timeout` (default 500 ms), `user`/`password`
 //! (instead of the URL's user info; a password alone is `requirepass`),
 //! and on TLS schemes `tls_ca_file` (CA certificates to trust instead of
@@ -21,11 +26,14 @@ use lock_core::LockError;
 
 /// The port used when a host names none.
 pub const DEFAULT_PORT: u16 = 6379;
+/// The port used for a sentinel when a host names none.
+pub const DEFAULT_SENTINEL_PORT: u16 = 26379;
 /// The response timeout used when the URL sets none.
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The schemes that use TLS.
-pub(crate) const TLS_SCHEMES: &[&str] = &["rediss", "rediss+cluster", "redlocks"];
+pub(crate) const TLS_SCHEMES: &[&str] =
+    &["rediss", "rediss+cluster", "redlocks", "rediss+sentinel"];
 
 /// How the Redis servers of a URL are used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +44,9 @@ pub enum Topology {
     Cluster,
     /// Redlock: every host is an independent master (`redlock://`).
     Redlock,
+    /// The master that Redis Sentinel names; the hosts are sentinels
+    /// (`redis+sentinel://`), asked again whenever the master fails.
+    Sentinel,
 }
 
 impl Topology {
@@ -43,6 +54,8 @@ impl Topology {
     fn of_scheme(scheme: &str) -> Self {
         if scheme.ends_with("+cluster") {
             Self::Cluster
+        } else if scheme.ends_with("+sentinel") {
+            Self::Sentinel
         } else if scheme.starts_with("redlock") {
             Self::Redlock
         } else {
@@ -58,8 +71,14 @@ impl Topology {
 pub struct RedisConfig {
     /// Single instance, cluster or Redlock.
     pub topology: Topology,
-    /// The hosts, in URL order (one for [`Topology::Single`]).
+    /// The hosts, in URL order (one for [`Topology::Single`]; the
+    /// sentinels for [`Topology::Sentinel`]).
     pub nodes: Vec<HostPort>,
+    /// The master's name, for [`Topology::Sentinel`] (the URL's path).
+    pub master_name: Option<String>,
+    /// How to log in to the sentinels (`sentinel_user`,
+    /// `sentinel_password`); empty when they require no login.
+    pub sentinel_credentials: UrlCredentials,
     /// Database number (`/db`); always 0 for a cluster.
     pub db: i64,
     /// ACL user name.
@@ -82,6 +101,8 @@ impl RedisConfig {
         Self {
             topology,
             nodes,
+            master_name: None,
+            sentinel_credentials: UrlCredentials::default(),
             db: 0,
             username: None,
             password: None,
@@ -95,14 +116,36 @@ impl RedisConfig {
     /// called through `lock_core::url::parse`.
     pub(crate) fn from_url(url: &mut StoreUrl) -> Result<Self, LockError> {
         let topology = Topology::of_scheme(url.scheme());
-        let nodes = url.hosts_with_port(DEFAULT_PORT)?;
+        let default_port = match topology {
+            Topology::Sentinel => DEFAULT_SENTINEL_PORT,
+            _ => DEFAULT_PORT,
+        };
+        let nodes = url.hosts_with_port(default_port)?;
         if topology == Topology::Single && nodes.len() > 1 {
             return Err(url.invalid(format!(
-                "{} hosts given; use redis+cluster:// for a cluster or redlock:// for independent masters",
+                "{} hosts given; use redis+cluster:// for a cluster, redis+sentinel:// for sentinels or redlock:// for independent masters",
                 nodes.len()
             )));
         }
-        let db = parse_db(url.path()).map_err(|why| url.invalid(why))?;
+        let (master_name, db) = match topology {
+            Topology::Sentinel => {
+                let (name, db) = parse_master_and_db(url.path()).map_err(|why| url.invalid(why))?;
+                (Some(name), db)
+            }
+            _ => (None, parse_db(url.path()).map_err(|why| url.invalid(why))?),
+        };
+        let sentinel_credentials = UrlCredentials {
+            user: url
+                .options()
+                .take("sentinel_user")
+                .filter(|u| !u.is_empty()),
+            password: url.options().take("sentinel_password").map(Secret::new),
+        };
+        if topology != Topology::Sentinel && !sentinel_credentials.is_empty() {
+            return Err(url.invalid(
+                "`sentinel_user` and `sentinel_password` apply to redis+sentinel:// only",
+            ));
+        }
         if db != 0 && topology == Topology::Cluster {
             return Err(url.invalid("Redis Cluster has only database 0"));
         }
@@ -113,6 +156,8 @@ impl RedisConfig {
         Ok(Self {
             topology,
             nodes,
+            master_name,
+            sentinel_credentials,
             db,
             username,
             password,
@@ -137,6 +182,21 @@ fn parse_db(path: &str) -> Result<i64, String> {
             .filter(|n| *n >= 0)
             .ok_or_else(|| format!("path `/{db}` is not a database number")),
     }
+}
+
+/// A sentinel URL's path: `/<master name>` or `/<master name>/<db>`.
+fn parse_master_and_db(path: &str) -> Result<(String, i64), String> {
+    let path = path.trim_start_matches('/');
+    let (name, db) = path.split_once('/').unwrap_or((path, ""));
+    let name = percent_encoding::percent_decode_str(name)
+        .decode_utf8()
+        .map_err(|_| "the master name is not UTF-8 after percent-decoding".to_owned())?;
+    if name.is_empty() {
+        return Err(
+            "no master name given: redis+sentinel://sentinel:26379/<master name>[/db]".to_owned(),
+        );
+    }
+    Ok((name.into_owned(), parse_db(db)?))
 }
 
 #[cfg(test)]
@@ -210,6 +270,30 @@ mod tests {
     }
 
     #[test]
+    fn sentinel_urls() {
+        let c = url_config::<Store>(
+            "redis+sentinel://u:pw@s1,s2:5000/my%20master/2?sentinel_password=spw&sentinel_user=su",
+        );
+        assert_eq!(c.topology, Topology::Sentinel);
+        assert_eq!(
+            c.nodes,
+            [
+                HostPort::new("s1", DEFAULT_SENTINEL_PORT),
+                HostPort::new("s2", 5000)
+            ]
+        );
+        assert_eq!((c.master_name.as_deref(), c.db), (Some("my master"), 2));
+        assert_eq!(c.password.as_ref().map(Secret::expose), Some("pw"));
+        assert_eq!(c.sentinel_credentials.user.as_deref(), Some("su"));
+        let sentinel_password = c.sentinel_credentials.password.as_ref();
+        assert_eq!(sentinel_password.map(Secret::expose), Some("spw"));
+        assert!(!format!("{c:?}").contains("spw"));
+        let plain = url_config::<Store>("redis+sentinel://s/m");
+        assert_eq!((plain.db, plain.sentinel_credentials.is_empty()), (0, true));
+        assert!(url_config::<Store>("rediss+sentinel://s/m").tls.is_some());
+    }
+
+    #[test]
     fn bad_urls_name_the_problem_without_the_password() {
         for (text, part) in [
             ("redis://u:pw1@a:1,b:2", "redlock://"),
@@ -219,6 +303,10 @@ mod tests {
             ("redis://u:pw1@h?response_timeout=soon", "response_timeout"),
             ("redis://u:pw1@h?response_timeout=0s", "greater than zero"),
             ("redis://u:pw1@h?colour=red", "unknown option `colour`"),
+            ("redis+sentinel://u:pw1@s", "no master name"),
+            ("redis+sentinel://u:pw1@s/", "no master name"),
+            ("redis+sentinel://u:pw1@s/m/x", "database number"),
+            ("redis://u:pw1@h?sentinel_password=pw1", "redis+sentinel://"),
         ] {
             let message = url_refused::<Store>(text);
             assert!(message.contains(part), "{text}: {message}");

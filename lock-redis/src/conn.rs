@@ -2,6 +2,7 @@
 //! with an overall deadline, and turning client errors into [`LockError`]s.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::url::{HostPort, TlsFiles};
@@ -10,11 +11,13 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, SlotAddr};
 use redis::{
-    Client, ConnectionAddr, FromRedisValue, IntoConnectionInfo, ProtocolVersion,
+    Client, ConnectionAddr, ConnectionInfo, FromRedisValue, IntoConnectionInfo, ProtocolVersion,
     RedisConnectionInfo, RedisError, Script, ToRedisArgs,
 };
 
 use crate::config::RedisConfig;
+use crate::link::Link;
+use crate::sentinel::MasterLink;
 
 /// How many times the connection manager retries a reconnect before the
 /// waiting commands fail (the next command starts a new round). Kept low
@@ -29,6 +32,8 @@ pub(crate) enum Conn {
     Single(ConnectionManager),
     /// A cluster, routing by key slot.
     Cluster(ClusterConnection),
+    /// The master Redis Sentinel names, followed across failovers.
+    Sentinel(Arc<MasterLink>),
 }
 
 /// Deadlines for one command.
@@ -60,9 +65,9 @@ fn certificates(tls: &TlsFiles) -> redis::TlsCertificates {
     }
 }
 
-/// The client for one node of `config`.
-pub(crate) fn client(config: &RedisConfig, node: &HostPort) -> Result<Client, LockError> {
-    let addr = match &config.tls {
+/// The address of `node`, over TLS where `config` says so.
+pub(crate) fn address(config: &RedisConfig, node: &HostPort) -> ConnectionAddr {
+    match &config.tls {
         None => ConnectionAddr::Tcp(node.host.clone(), node.port),
         Some(_) => ConnectionAddr::TcpTls {
             host: node.host.clone(),
@@ -70,16 +75,27 @@ pub(crate) fn client(config: &RedisConfig, node: &HostPort) -> Result<Client, Lo
             insecure: false,
             tls_params: None,
         },
-    };
-    let info = addr
+    }
+}
+
+/// The client for one node of `config`.
+pub(crate) fn client(config: &RedisConfig, node: &HostPort) -> Result<Client, LockError> {
+    let info = address(config, node)
         .into_connection_info()
         .map_err(|e| config_error(node, e))?
         .set_redis_settings(redis_settings(config));
+    open_client(config, info).map_err(|e| config_error(node, e))
+}
+
+/// The client for `info`, with `config`'s TLS certificates on TLS URLs.
+pub(crate) fn open_client(
+    config: &RedisConfig,
+    info: ConnectionInfo,
+) -> redis::RedisResult<Client> {
     match &config.tls {
         None => Client::open(info),
         Some(tls) => Client::build_with_tls(info, certificates(tls)),
     }
-    .map_err(|e| config_error(node, e))
 }
 
 fn redis_settings(config: &RedisConfig) -> RedisConnectionInfo {
@@ -268,13 +284,40 @@ impl Conn {
         for arg in call.args {
             arg.push_to(&mut invocation);
         }
-        let run = async {
-            match self.clone() {
-                Conn::Single(mut c) => invocation.invoke_async(&mut c).await,
-                Conn::Cluster(mut c) => invocation.invoke_async(&mut c).await,
+        self.run(call.what, timeouts, async |link| {
+            invocation.invoke_async(link).await
+        })
+        .await
+    }
+
+    /// Runs `op` on this connection (on a sentinel's master, the one
+    /// found now), bounded by `timeouts`; a sentinel link learns whether
+    /// the master answered.
+    async fn run<T>(
+        &self,
+        what: &str,
+        timeouts: Timeouts,
+        op: impl AsyncFnOnce(&mut Link) -> redis::RedisResult<T>,
+    ) -> Result<T, LockError> {
+        let attempt = async {
+            let (mut link, watch) = match self {
+                Conn::Single(c) => (Link::Manager(c.clone()), None),
+                Conn::Cluster(c) => (Link::Cluster(c.clone()), None),
+                Conn::Sentinel(master) => {
+                    let (c, watch) = master.connection().await?;
+                    (Link::Manager(c), Some(watch))
+                }
+            };
+            let result = op(&mut link).await;
+            if let Some(watch) = watch {
+                watch.settle(&result);
             }
+            result.map_err(|e| map_error(what, e))
         };
-        bounded(call.what, timeouts, run).await
+        match tokio::time::timeout(timeouts.overall, attempt).await {
+            Ok(result) => result,
+            Err(_) => Err(timed_out(what, timeouts.overall)),
+        }
     }
 
     /// Runs a raw command, bounded by `timeouts`.
@@ -284,13 +327,8 @@ impl Conn {
         what: &str,
         cmd: &redis::Cmd,
     ) -> Result<T, LockError> {
-        let run = async {
-            match self.clone() {
-                Conn::Single(mut c) => cmd.query_async(&mut c).await,
-                Conn::Cluster(mut c) => cmd.query_async(&mut c).await,
-            }
-        };
-        bounded(what, timeouts, run).await
+        self.run(what, timeouts, async |link| cmd.query_async(link).await)
+            .await
     }
 
     /// Loads every script, so the first use of each costs one round trip
@@ -299,13 +337,8 @@ impl Conn {
     /// that restarts later forgets them, and EVALSHA falls back by itself.
     pub(crate) async fn preload_scripts(&self, timeouts: Timeouts) {
         let loads = crate::scripts::scripts().all().map(|script| async move {
-            let load = async {
-                match self.clone() {
-                    Conn::Single(mut c) => script.load_async(&mut c).await,
-                    Conn::Cluster(mut c) => script.load_async(&mut c).await,
-                }
-            };
-            let _ = tokio::time::timeout(timeouts.overall, load).await;
+            let load = async |link: &mut Link| script.load_async(link).await;
+            let _ = self.run("load a script", timeouts, load).await;
         });
         futures_util::future::join_all(loads).await;
     }
@@ -314,7 +347,7 @@ impl Conn {
     /// of them on a single instance, one group per slot on a cluster.
     pub(crate) fn script_groups(&self, keys: &[&str]) -> Vec<Vec<usize>> {
         match self {
-            Conn::Single(_) => vec![(0..keys.len()).collect()],
+            Conn::Single(_) | Conn::Sentinel(_) => vec![(0..keys.len()).collect()],
             Conn::Cluster(_) => {
                 let mut groups: HashMap<Route, Vec<usize>> = HashMap::new();
                 for (i, key) in keys.iter().enumerate() {
@@ -352,7 +385,8 @@ fn config_error(node: &HostPort, error: RedisError) -> LockError {
 }
 
 /// Maps a client error: network trouble, timeouts and a server that is
-/// loading, failing over or down are `Unavailable` (retriable); refused
+/// loading, failing over, down or (no longer) a replica are `Unavailable`
+/// (retriable); refused
 /// credentials or permissions are `InvalidConfig` (the URL must change);
 /// the rest is `Backend`. Client errors carry no credentials.
 pub(crate) fn map_error(what: &str, error: RedisError) -> LockError {
@@ -369,6 +403,7 @@ pub(crate) fn map_error(what: &str, error: RedisError) -> LockError {
                         | ServerErrorKind::TryAgain
                         | ServerErrorKind::ClusterDown
                         | ServerErrorKind::MasterDown
+                        | ServerErrorKind::ReadOnly
                         | ServerErrorKind::Moved
                         | ServerErrorKind::Ask
                 )
@@ -398,7 +433,7 @@ fn denied_inside_a_script(error: &RedisError) -> bool {
 
 /// Runs `call` within the overall bound of `timeouts`; a failure or a
 /// timeout becomes a [`LockError`] naming `what` was being done.
-async fn bounded<T>(
+pub(crate) async fn bounded<T>(
     what: &str,
     timeouts: Timeouts,
     call: impl std::future::Future<Output = redis::RedisResult<T>>,

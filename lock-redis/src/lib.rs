@@ -12,12 +12,14 @@ mod grants;
 mod held;
 mod keys;
 mod leaving;
+mod link;
 mod pubsub;
 mod queue;
 mod redlock;
 mod renewal;
 mod retry;
 mod scripts;
+mod sentinel;
 mod shared;
 mod value;
 mod watch;
@@ -29,13 +31,16 @@ use lock_core::url::StoreUrl;
 use lock_core::LockError;
 
 pub use backend::RedisBackend;
-pub use config::{RedisConfig, Topology, DEFAULT_PORT, DEFAULT_RESPONSE_TIMEOUT};
+pub use config::{
+    RedisConfig, Topology, DEFAULT_PORT, DEFAULT_RESPONSE_TIMEOUT, DEFAULT_SENTINEL_PORT,
+};
 pub use redlock::RedlockBackend;
 pub use renewal::RenewalStats;
 
 /// The Redis store's plug-in: one instance (`redis://`, `rediss://`), a
-/// cluster (`redis+cluster://`, `rediss+cluster://`) or independent
-/// Redlock masters (`redlock://`, `redlocks://`), read into a
+/// cluster (`redis+cluster://`, `rediss+cluster://`), the master Redis
+/// Sentinel names (`redis+sentinel://`, `rediss+sentinel://`) or
+/// independent Redlock masters (`redlock://`, `redlocks://`), read into a
 /// [`RedisConfig`] and opened as a [`RedisBackend`] or a
 /// [`RedlockBackend`].
 #[derive(Clone, Copy, Debug)]
@@ -50,6 +55,8 @@ impl Store for RedisStore {
         "rediss+cluster",
         "redlock",
         "redlocks",
+        "redis+sentinel",
+        "rediss+sentinel",
     ];
     type Config = RedisConfig;
 
@@ -65,6 +72,10 @@ impl Store for RedisStore {
             }
             Topology::Cluster => {
                 let conn = conn::Conn::Cluster(config.cluster_connection().await?);
+                Arc::new(RedisBackend::connect(conn, config).await?)
+            }
+            Topology::Sentinel => {
+                let conn = conn::Conn::Sentinel(sentinel::MasterLink::new(&config)?);
                 Arc::new(RedisBackend::connect(conn, config).await?)
             }
             Topology::Redlock => Arc::new(RedlockBackend::connect(config).await?),

@@ -6,7 +6,8 @@
 //! system temp dir, or `$DISTLOCK_TEST_DATA_ROOT`), so syncs cost what
 //! they cost in a deployment.
 //!
-//! Names: `redis` (one instance), `redis-cluster` (3 masters), `redlock`
+//! Names: `redis` (one instance), `redis-cluster` (3 masters),
+//! `redis-sentinel` (a master, its replica and 3 sentinels), `redlock`
 //! (5 independent masters), `etcd` (one member, with fsync like a real
 //! deployment), `zookeeper` (standalone). The servers start in parallel;
 //! once each answers its readiness probe it is printed as one line
@@ -26,7 +27,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use distlock_testkit::{etcd, redis, zookeeper, Server};
+use distlock_testkit::{etcd, redis, redis_sentinel, zookeeper, Server};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// Masters of the Redlock deployment.
@@ -36,7 +37,14 @@ const CLUSTER_MASTERS: usize = 3;
 /// How long shutting down waits for blocking calls still in flight.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 /// Every name this program knows.
-const NAMES: &[&str] = &["redis", "redis-cluster", "redlock", "etcd", "zookeeper"];
+const NAMES: &[&str] = &[
+    "redis",
+    "redis-cluster",
+    "redis-sentinel",
+    "redlock",
+    "etcd",
+    "zookeeper",
+];
 
 /// The servers of one name, and the URL to reach them.
 type Started = (Vec<Server>, String);
@@ -53,6 +61,13 @@ async fn start(name: String) -> Result<Started, String> {
         "redis-cluster" => {
             let servers = redis::start_cluster(CLUSTER_MASTERS).await?;
             let url = redis::cluster_url(addrs(&servers));
+            Ok((servers, url))
+        }
+        "redis-sentinel" => {
+            let group = redis_sentinel::SentinelGroup::start("redis-sentinel").await?;
+            let url = group.url();
+            let mut servers = vec![group.master, group.replica];
+            servers.extend(group.sentinels);
             Ok((servers, url))
         }
         "redlock" => {

@@ -5,7 +5,7 @@ use std::fmt;
 use percent_encoding::percent_decode_str;
 
 /// A lock URL fit for messages: its user info and the value of every
-/// `password` option replaced by `***`, and the secrets it hid, so that
+/// `password` option (or `<something>_password`) replaced by `***`, and the secrets it hid, so that
 /// messages quoting them (a client library's error, say) can be
 /// [scrubbed](Redacted::scrub) too.
 ///
@@ -21,7 +21,7 @@ pub struct Redacted {
 ///
 /// Everything between `://` and the last `@` is replaced by `***` (it may
 /// be a password, or a token used as a user name), and so is the value of
-/// every `password` query option.
+/// every `password` (or `…_password`) query option.
 ///
 /// ```
 /// use lock_core::url::redact;
@@ -95,7 +95,9 @@ fn mask_password_options(url: &str) -> (String, Vec<String>) {
     let pairs: Vec<String> = query
         .split('&')
         .map(|pair| match pair.split_once('=') {
-            Some((name, value)) if percent_decode_str(name).decode_utf8_lossy() == "password" => {
+            Some((name, value))
+                if is_password_option(&percent_decode_str(name).decode_utf8_lossy()) =>
+            {
                 passwords.push(value.to_owned());
                 format!("{name}=***")
             }
@@ -103,6 +105,12 @@ fn mask_password_options(url: &str) -> (String, Vec<String>) {
         })
         .collect();
     (format!("{head}{}{fragment}", pairs.join("&")), passwords)
+}
+
+/// `password` and every option named `<something>_password` (such as
+/// the Redis store's `sentinel_password`).
+fn is_password_option(name: &str) -> bool {
+    name == "password" || name.ends_with("_password")
 }
 
 /// Percent-decoding as a query value is decoded (`+` kept as is).
@@ -126,6 +134,10 @@ mod tests {
                 "etcd://a:1,b:2?user=root&password=***&ttl=2s",
             ),
             ("zk://h?pass%77ord=p%40w", "zk://h?pass%77ord=***"),
+            (
+                "redis+sentinel://s/m?sentinel_password=s3cret",
+                "redis+sentinel://s/m?sentinel_password=***",
+            ),
             ("redis://user:s3cret@host:6379/0", "redis://***@host:6379/0"),
             (
                 "etcd://h:2379?passwordless=yes&ttl=3s",

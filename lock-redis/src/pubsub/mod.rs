@@ -49,6 +49,16 @@ use crate::grants::{GrantBoard, GrantTicket};
 use lock_core::url::HostPort;
 use node::{Interest, NodeListener};
 
+/// Which server one pub/sub connection listens to.
+#[derive(Clone)]
+pub(crate) enum Target {
+    /// This server, always.
+    Fixed(HostPort),
+    /// The master Redis Sentinel names: the connection moves whenever
+    /// the link does.
+    Following(Arc<crate::sentinel::MasterLink>),
+}
+
 /// How long a channel stays subscribed after its last waiter left.
 pub(crate) const LINGER: Duration = Duration::from_millis(500);
 
@@ -141,11 +151,18 @@ pub(crate) struct Listener {
 impl Listener {
     /// A listener over `nodes` of `config`; connects on first use.
     pub(crate) fn new(config: &RedisConfig, nodes: &[HostPort]) -> Result<Self, LockError> {
+        let targets: Vec<Target> = nodes.iter().cloned().map(Target::Fixed).collect();
+        Self::on(config, &targets)
+    }
+
+    /// A listener over `targets`, with `config`'s credentials and TLS;
+    /// connects on first use.
+    pub(crate) fn on(config: &RedisConfig, targets: &[Target]) -> Result<Self, LockError> {
         let registry = WakeRegistry::new();
         let grants = GrantBoard::new(registry.clone());
-        let nodes = nodes
+        let nodes = targets
             .iter()
-            .map(|node| NodeListener::start(config, node, registry.clone(), grants.clone()))
+            .map(|target| NodeListener::start(config, target, registry.clone(), grants.clone()))
             .collect::<Result<Vec<_>, _>>()?;
         let grant_channel = format!("distlock:grants:{}", OwnerId::generate());
         let grant_interest = nodes

@@ -13,7 +13,7 @@ use redis::aio::{AsyncPushSender, ConnectionManager, SendError};
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, watch};
 
-use super::{worker, EventSender, HolderEvent, Listening};
+use super::{worker, EventSender, HolderEvent, Listening, Target};
 use crate::config::RedisConfig;
 use crate::conn;
 use crate::grants::{parse_grant, GrantBoard};
@@ -67,7 +67,7 @@ pub(super) struct Channel {
 impl NodeListener {
     pub(super) fn start(
         config: &RedisConfig,
-        node: &HostPort,
+        target: &Target,
         registry: WakeRegistry,
         grants: GrantBoard,
     ) -> Result<Self, LockError> {
@@ -80,18 +80,22 @@ impl NodeListener {
             breaks: AtomicU64::new(0),
             next_watcher: AtomicU64::new(0),
         });
-        let dispatch = Dispatch(Arc::downgrade(&shared));
-        let manager_config = conn::manager_config(config)
-            .set_push_sender(dispatch)
-            .set_automatic_resubscription();
         if config.tls.is_some() {
             conn::install_crypto_provider();
         }
-        let client = conn::client(config, node)?;
-        let connection = ConnectionManager::new_lazy_with_config(client, manager_config)
-            .map_err(|e| LockError::invalid_config(format!("Redis pub/sub at {node}: {e}")))?;
+        let open = Opener {
+            config: config.clone(),
+            shared: Arc::downgrade(&shared),
+        };
+        let source = match target {
+            Target::Fixed(node) => worker::Source::Fixed(open.connection(node)?),
+            Target::Following(link) => worker::Source::Following {
+                addresses: link.addresses(),
+                open: Box::new(move |node| open.connection(node)),
+            },
+        };
         tokio::spawn(worker::run(
-            connection,
+            source,
             requests,
             Arc::downgrade(&shared),
             conn::Timeouts::new(config).overall,
@@ -156,6 +160,26 @@ impl NodeListener {
     }
 }
 
+/// Opens pub/sub connections that hand their push messages to one
+/// listener's [`Shared`] state.
+struct Opener {
+    config: RedisConfig,
+    shared: Weak<Shared>,
+}
+
+impl Opener {
+    /// A connection to `node` (made on first use) that resubscribes by
+    /// itself after a reconnect.
+    fn connection(&self, node: &HostPort) -> Result<ConnectionManager, LockError> {
+        let manager_config = conn::manager_config(&self.config)
+            .set_push_sender(Dispatch(self.shared.clone()))
+            .set_automatic_resubscription();
+        let client = conn::client(&self.config, node)?;
+        ConnectionManager::new_lazy_with_config(client, manager_config)
+            .map_err(|e| LockError::invalid_config(format!("Redis pub/sub at {node}: {e}")))
+    }
+}
+
 impl Shared {
     pub(super) fn channels(&self) -> MutexGuard<'_, HashMap<String, Channel>> {
         // Every update is a single step; a poisoned map is still consistent.
@@ -167,9 +191,10 @@ impl Shared {
         self.breaks.load(Ordering::SeqCst)
     }
 
-    /// The connection broke: nothing counts as subscribed until confirmed
-    /// again; waiters try again, watchers read again.
-    fn disconnected(&self) {
+    /// The connection broke (or was replaced): nothing counts as
+    /// subscribed until confirmed again; waiters try again, watchers read
+    /// again.
+    pub(super) fn disconnected(&self) {
         self.breaks.fetch_add(1, Ordering::SeqCst);
         let names: Vec<String> = {
             let channels = self.channels();

@@ -1,12 +1,15 @@
 //! The task that owns one server's pub/sub connection: it subscribes and
-//! unsubscribes in batches, as local interest asks.
+//! unsubscribes in batches, as local interest asks, and, for a master
+//! Redis Sentinel names, moves the connection when the master moves.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
+use lock_core::url::HostPort;
+use lock_core::LockError;
 use redis::aio::ConnectionManager;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::node::{Shared, State};
 use super::LINGER;
@@ -18,13 +21,59 @@ struct Plan {
     unsubscribe: Vec<String>,
 }
 
+/// Opens a pub/sub connection to one address.
+pub(super) type OpenFn = Box<dyn Fn(&HostPort) -> Result<ConnectionManager, LockError> + Send>;
+
+/// Where the worker's connection goes.
+pub(super) enum Source {
+    /// Always this connection.
+    Fixed(ConnectionManager),
+    /// A connection to each address `addresses` announces, made by `open`.
+    Following {
+        addresses: watch::Receiver<Option<HostPort>>,
+        open: OpenFn,
+    },
+}
+
+impl Source {
+    /// The connection to use now, if there is one yet.
+    fn initial(&mut self) -> Option<ConnectionManager> {
+        match self {
+            Source::Fixed(connection) => Some(connection.clone()),
+            Source::Following { addresses, open } => {
+                let now = addresses.borrow_and_update().clone();
+                now.and_then(|address| open(&address).ok())
+            }
+        }
+    }
+
+    /// The next connection, once the followed address moves; never for a
+    /// fixed one.
+    async fn moved(&mut self) -> Option<ConnectionManager> {
+        let Source::Following { addresses, open } = self else {
+            return std::future::pending().await;
+        };
+        loop {
+            if addresses.changed().await.is_err() {
+                // The link is gone, and the backend with it.
+                return std::future::pending().await;
+            }
+            let now = addresses.borrow_and_update().clone();
+            if let Some(connection) = now.and_then(|address| open(&address).ok()) {
+                return Some(connection);
+            }
+        }
+    }
+}
+
 /// Owns the pub/sub connection; subscribes and unsubscribes in batches.
 pub(super) async fn run(
-    mut connection: ConnectionManager,
+    mut source: Source,
     mut requests: mpsc::UnboundedReceiver<String>,
     shared: Weak<Shared>,
     timeout: Duration,
 ) {
+    let mut connection = source.initial();
     // The channels subscribed on the server, each with the number of
     // connection breaks when the server confirmed it.
     let mut subscribed: HashMap<String, u64> = HashMap::new();
@@ -39,6 +88,18 @@ pub(super) async fn run(
                 None => return,
             },
             () = sleep_until_or_forever(next_linger) => {}
+            moved = source.moved() => {
+                // The old server's subscriptions go with its connection:
+                // every channel is subscribed again, on the new one, as
+                // its waiters ask.
+                connection = moved;
+                subscribed.clear();
+                match shared.upgrade() {
+                    Some(shared) => shared.disconnected(),
+                    None => return,
+                }
+                continue;
+            }
         }
         while let Ok(channel) = requests.try_recv() {
             batch.insert(channel);
@@ -59,8 +120,10 @@ pub(super) async fn run(
             None => return,
         };
         if !plan.subscribe.is_empty() {
-            let outcome =
-                tokio::time::timeout(timeout, connection.subscribe(&plan.subscribe)).await;
+            let outcome = match connection.as_mut() {
+                Some(c) => tokio::time::timeout(timeout, c.subscribe(&plan.subscribe)).await,
+                None => Ok(Err(no_master_yet())),
+            };
             let Some(shared) = shared.upgrade() else {
                 return;
             };
@@ -91,7 +154,9 @@ pub(super) async fn run(
         if !plan.unsubscribe.is_empty() {
             // Whatever the outcome: a failed unsubscribe means a broken
             // connection, whose replacement starts without the channel.
-            let _ = tokio::time::timeout(timeout, connection.unsubscribe(&plan.unsubscribe)).await;
+            if let Some(c) = connection.as_mut() {
+                let _ = tokio::time::timeout(timeout, c.unsubscribe(&plan.unsubscribe)).await;
+            }
             for channel in &plan.unsubscribe {
                 subscribed.remove(channel);
             }
@@ -138,6 +203,13 @@ fn plan(
         }
     }
     plan
+}
+
+fn no_master_yet() -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::NotConnected,
+        "no master known yet",
+    ))
 }
 
 async fn sleep_until_or_forever(at: Option<Instant>) {

@@ -1,7 +1,8 @@
 //! The Redis floor: raw `SET key v NX PX` then, where it took the key,
 //! `DEL key`, on connections of its own that the store's config sets up
 //! as the store's (a lazily connecting manager per server, or a cluster
-//! connection); Redlock runs on every master at once and needs a
+//! connection; for Sentinel, the master the sentinels name when the floor
+//! opens); Redlock runs on every master at once and needs a
 //! majority.
 
 use std::fmt;
@@ -29,6 +30,7 @@ pub(super) async fn open(url: &str) -> Result<Floor, LockError> {
             .map(|node| config.connection_manager(node).map(Conn::Single))
             .collect::<Result<_, _>>()?,
         Topology::Cluster => vec![Conn::Cluster(config.cluster_connection().await?)],
+        Topology::Sentinel => vec![Conn::Single(config.sentinel_master().await?.1)],
     };
     Ok(Box::new(RedisFloor {
         conns,
