@@ -1,19 +1,22 @@
-//! What every client does: lock a key, present its token, write with it a
-//! few times while its guard says the lock is held, release; again.
+//! What every client does: take a key (lock it, lead its election or take
+//! one of its permits), present its token, write with it a few times
+//! while its guard says the hold is ours, release; again.
 
 use std::time::Duration;
 
-use distlock::{LockGuard, LockOptions, Locker};
+use distlock::{LockOptions, Locker};
 use tokio::sync::watch;
 
 use crate::clock::now_ns;
 use crate::journal::Journal;
+use crate::primitive::Hold;
 use crate::register::{Op, Verdict};
 
 /// The shape of the load.
 #[derive(Debug, Clone)]
 pub struct Workload {
-    /// The keys clients pick from at random.
+    /// The keys clients pick from at random (their names say what they
+    /// are: see [`primitive`](crate::primitive)).
     pub keys: Vec<String>,
     /// The lease of every lock.
     pub ttl: Duration,
@@ -51,17 +54,17 @@ pub async fn run(
         journal.send(Op::Waiting { key: key.clone() }).await?;
         let options = LockOptions::default().wait(workload.wait());
         let taken = tokio::select! {
-            taken = locker.lock_with(key, options) => taken,
+            taken = Hold::take(locker, key, "torture-client", options) => taken,
             _ = stopped(&mut stop) => {
                 journal.send(Op::GaveUp { key: key.clone() }).await?;
                 break;
             }
         };
         match taken {
-            Ok(guard) => {
-                hold(&guard, key, journal, workload).await?;
-                // A lock lost meanwhile says so here; already counted.
-                let _ = guard.release().await;
+            Ok(taken) => {
+                hold(&taken, key, journal, workload).await?;
+                // A hold lost meanwhile says so here; already counted.
+                let _ = taken.release().await;
             }
             Err(_) => {
                 journal.send(Op::GaveUp { key: key.clone() }).await?;
@@ -76,12 +79,12 @@ pub async fn run(
 
 /// One holding: present the token, write, release.
 async fn hold(
-    guard: &LockGuard,
+    guard: &Hold,
     key: &str,
     journal: &dyn Journal,
     workload: &Workload,
 ) -> Result<(), String> {
-    let token = guard.token().get();
+    let token = guard.token();
     let (length, writes) = workload.holding();
     let claim = now_ns();
     if !guard.is_held() {

@@ -2,9 +2,10 @@
 //! this machine can start, with what it survived in figures.
 //!
 //! Client tasks (inside the runner) and client processes (one client
-//! each, behind their own fault proxies) loop over a few keys: lock,
-//! present the fencing token to a fencing-checked [`register`], write a
-//! few times while the guard says the lock is held, release. Meanwhile the
+//! each, behind their own fault proxies) loop over a few keys — locks, an
+//! election and a semaphore ([`primitive`]): take one, present the
+//! fencing token to a fencing-checked [`register`], write a few times
+//! while the guard says the hold is ours, release. Meanwhile the
 //! [`nemesis`] injects the selected [`faults`] by turns — frozen and killed
 //! holders, killed and frozen servers, partitions, latency, leaders killed
 //! — and heals each one. The register judges every operation on the
@@ -25,6 +26,7 @@ pub mod faults;
 pub mod fleet;
 pub mod journal;
 pub mod nemesis;
+pub mod primitive;
 pub mod register;
 pub mod report;
 pub mod run;

@@ -12,16 +12,23 @@
 //! From that timeline it counts what a safe lock must never do:
 //! * an **overlap**: a holder reported its lock as held (its guard said so
 //!   after the moment `claim`) although another client had begun holding
-//!   the same key before that moment;
+//!   the same key before that moment; for a semaphore of `limit` permits
+//!   (see [`primitive`](crate::primitive)), a holder reported its permit
+//!   held after a newcomer made the holders more than `limit` and it was
+//!   the one that had gone longest without a word (a frozen or cut-off
+//!   holder, whose permit must have lapsed);
 //! * an **unsafe write accepted**: the fencing check let through a write
 //!   from a holder another client had already replaced (its token was not
 //!   lower: tokens went backwards), or a token another client had used;
 //! * a **token regression**: a new holder got a token not above one already
 //!   presented by someone else.
 //!
-//! It also counts stale writes rejected (what fencing is for), losses
-//! signalled, and the longest stretch in which some client waited while
-//! nobody held the key.
+//! The fencing checks apply to locks and elections (one holder at a
+//! time); permits of a semaphore are held side by side, so their writes
+//! are only judged for overlaps. It also counts stale writes rejected
+//! (what fencing is for), losses signalled, and the longest stretch in
+//! which some client waited while the key had room (nobody held a lock;
+//! fewer than `limit` held permits).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -29,6 +36,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::now_ns;
+use crate::primitive::Primitive;
 
 /// Who sent an operation: one client task or process of a run.
 pub type ClientId = u32;
@@ -90,8 +98,12 @@ pub enum Verdict {
 /// What a run did, as counted by the register.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Figures {
-    /// Locks taken (`Begin` operations).
+    /// Holds taken (`Begin` operations): locks, leaderships and permits.
     pub acquisitions: u64,
+    /// Of those, leaderships won.
+    pub leaderships: u64,
+    /// Of those, semaphore permits taken.
+    pub permits: u64,
     /// Writes the fencing check accepted.
     pub writes_accepted: u64,
     /// Operations refused because a newer holder had presented a higher
@@ -118,19 +130,36 @@ pub struct Figures {
 #[derive(Debug)]
 struct Holding {
     token: u64,
+    /// When its guard last said "held".
+    last_claim: u64,
     /// When another client began holding the key after this one did.
     replaced_at: Option<u64>,
     overlapped: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct KeyState {
+    /// How many may hold the key at once.
+    limit: usize,
     highest: Option<u64>,
     /// Who presented `highest`.
     highest_from: Option<ClientId>,
     holdings: BTreeMap<ClientId, Holding>,
     waiting: BTreeSet<ClientId>,
     idle_since: Option<u64>,
+}
+
+impl KeyState {
+    fn of(key: &str) -> Self {
+        Self {
+            limit: Primitive::of(key).limit() as usize,
+            highest: None,
+            highest_from: None,
+            holdings: BTreeMap::new(),
+            waiting: BTreeSet::new(),
+            idle_since: None,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -168,43 +197,58 @@ impl Register {
         } = &mut *state;
         let (key, verdict) = match op {
             Op::Waiting { key } => {
-                keys.entry(key.clone()).or_default().waiting.insert(client);
+                keys.entry(key.clone())
+                    .or_insert_with(|| KeyState::of(&key))
+                    .waiting
+                    .insert(client);
                 (key, Verdict::Accepted)
             }
             Op::GaveUp { key } => {
                 figures.gave_up += 1;
-                keys.entry(key.clone()).or_default().waiting.remove(&client);
+                keys.entry(key.clone())
+                    .or_insert_with(|| KeyState::of(&key))
+                    .waiting
+                    .remove(&client);
                 (key, Verdict::Accepted)
             }
             Op::Begin { key, token, claim } => {
-                let entry = keys.entry(key.clone()).or_default();
+                let entry = keys
+                    .entry(key.clone())
+                    .or_insert_with(|| KeyState::of(&key));
                 figures.acquisitions += 1;
+                match Primitive::of(&key) {
+                    Primitive::Election => figures.leaderships += 1,
+                    Primitive::Semaphore { .. } => figures.permits += 1,
+                    Primitive::Lock => {}
+                }
                 entry.waiting.remove(&client);
-                let regressed = entry.highest.is_some_and(|highest| token <= highest)
+                let regressed = entry.limit == 1
+                    && entry.highest.is_some_and(|highest| token <= highest)
                     && entry.highest_from != Some(client);
                 figures.token_regressions += u64::from(regressed);
-                for (_, other) in entry.holdings.iter_mut().filter(|(id, _)| **id != client) {
-                    other.replaced_at.get_or_insert(arrival);
-                }
                 entry.holdings.insert(
                     client,
                     Holding {
                         token,
+                        last_claim: claim,
                         replaced_at: None,
                         overlapped: false,
                     },
                 );
+                entry.make_room(client, arrival);
                 (key, entry.fenced(client, token, claim, figures))
             }
             Op::Write { key, token, claim } => {
-                let entry = keys.entry(key.clone()).or_default();
+                let entry = keys
+                    .entry(key.clone())
+                    .or_insert_with(|| KeyState::of(&key));
                 let verdict = entry.fenced(client, token, claim, figures);
                 figures.writes_accepted += u64::from(verdict == Verdict::Accepted);
                 (key, verdict)
             }
             Op::End { key } => {
                 keys.entry(key.clone())
-                    .or_default()
+                    .or_insert_with(|| KeyState::of(&key))
                     .holdings
                     .remove(&client);
                 (key, Verdict::Accepted)
@@ -212,7 +256,7 @@ impl Register {
             Op::Lost { key } => {
                 figures.losses += 1;
                 keys.entry(key.clone())
-                    .or_default()
+                    .or_insert_with(|| KeyState::of(&key))
                     .holdings
                     .remove(&client);
                 (key, Verdict::Accepted)
@@ -276,6 +320,25 @@ impl Register {
 }
 
 impl KeyState {
+    /// `newcomer` just began holding: if that makes more holders than the
+    /// limit, the ones that have gone longest without saying "held" (the
+    /// one other holder, for a lock) must have lost their hold by now.
+    fn make_room(&mut self, newcomer: ClientId, arrival: u64) {
+        let mut live: Vec<(u64, ClientId)> = self
+            .holdings
+            .iter()
+            .filter(|(id, h)| **id != newcomer && h.replaced_at.is_none())
+            .map(|(id, h)| (h.last_claim, *id))
+            .collect();
+        let excess = (live.len() + 1).saturating_sub(self.limit);
+        live.sort_unstable();
+        for (_, id) in live.into_iter().take(excess) {
+            if let Some(holding) = self.holdings.get_mut(&id) {
+                holding.replaced_at = Some(arrival);
+            }
+        }
+    }
+
     /// The fencing check for an operation with `token` from `client`,
     /// whose guard said "held" after `claim`; counts what it shows.
     fn fenced(
@@ -287,6 +350,7 @@ impl KeyState {
     ) -> Verdict {
         let replaced_at = match self.holdings.get_mut(&client) {
             Some(holding) => {
+                holding.last_claim = holding.last_claim.max(claim);
                 if holding.token != token {
                     // A token the register never saw begin: treat it as
                     // this holding's from now on.
@@ -301,6 +365,10 @@ impl KeyState {
             }
             None => None,
         };
+        if self.limit > 1 {
+            // Permits are held side by side: no single highest token.
+            return Verdict::Accepted;
+        }
         let stale = self.highest.is_some_and(|highest| token < highest);
         if stale {
             figures.stale_rejected += 1;
@@ -318,7 +386,7 @@ impl KeyState {
     /// Opens or closes the stretch in which someone waits and nobody
     /// holds, at `now`.
     fn track_idle(&mut self, now: u64, longest: &mut u64) {
-        let idle = !self.waiting.is_empty() && self.holdings.is_empty();
+        let idle = !self.waiting.is_empty() && self.holdings.len() < self.limit;
         match (idle, self.idle_since) {
             (true, None) => self.idle_since = Some(now),
             (false, Some(since)) => {
@@ -425,6 +493,49 @@ mod tests {
             (0, 0, 0)
         );
         assert_eq!(r.holders(), BTreeSet::from([1, 2]));
+    }
+
+    #[test]
+    fn permits_up_to_the_limit_hold_side_by_side() {
+        let r = Register::new();
+        r.apply_at(1, begin("permits-2-0", 4, 10), 11);
+        r.apply_at(2, begin("permits-2-0", 5, 12), 13);
+        // Lower token than the newest permit: not stale, permits share.
+        assert_eq!(
+            r.apply_at(1, write("permits-2-0", 4, 14), 15),
+            Verdict::Accepted
+        );
+        r.apply_at(2, end("permits-2-0"), 16);
+        r.apply_at(3, begin("permits-2-0", 6, 17), 18);
+        r.apply_at(1, write("permits-2-0", 4, 19), 20);
+        let f = r.figures();
+        assert_eq!(
+            (
+                f.overlaps,
+                f.unsafe_accepted,
+                f.stale_rejected,
+                f.token_regressions
+            ),
+            (0, 0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn a_permit_holder_past_the_limit_claiming_its_permit_is_an_overlap() {
+        let r = Register::new();
+        r.apply_at(1, begin("permits-2-0", 1, 10), 11);
+        r.apply_at(2, begin("permits-2-0", 2, 12), 13);
+        // Client 1 goes silent (frozen); client 2 writes on.
+        r.apply_at(2, write("permits-2-0", 2, 30), 31);
+        // A third holder: one of the first two must have lost its permit,
+        // the silent one.
+        r.apply_at(3, begin("permits-2-0", 3, 40), 41);
+        r.apply_at(2, write("permits-2-0", 2, 50), 51);
+        assert_eq!(r.figures().overlaps, 0);
+        // The frozen one wakes and its guard says "held".
+        r.apply_at(1, write("permits-2-0", 1, 60), 61);
+        let f = r.figures();
+        assert_eq!((f.overlaps, f.permits, f.acquisitions), (1, 3, 3));
     }
 
     #[test]

@@ -82,7 +82,7 @@ impl Row {
 /// The rows as a Markdown table.
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| store | topology | faults | s | injected | acquired | losses | stale refused | overlaps | unsafe accepted | token regressions | leftovers | longest idle wait ms | documented safe | safe |\n\
+        "| store | topology | faults | s | injected | acquired (leaders, permits) | losses | stale refused | overlaps | unsafe accepted | token regressions | leftovers | longest idle wait ms | documented safe | safe |\n\
          |---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
     );
     for row in rows {
@@ -90,13 +90,15 @@ pub fn table(rows: &[Row]) -> String {
         let injected: u64 = row.injected.values().sum();
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.0} | {} | {} ({}, {}) | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             row.store,
             row.topology,
             row.faults,
             row.seconds,
             injected,
             f.acquisitions,
+            f.leaderships,
+            f.permits,
             f.losses,
             f.stale_rejected,
             f.overlaps,

@@ -18,6 +18,7 @@ use crate::faults::Fault;
 use crate::fleet::{addrs_through, proxies_for, ClientCommand, Fleet};
 use crate::journal::{serve, LocalJournal};
 use crate::nemesis::Nemesis;
+use crate::primitive::{self, Primitive};
 use crate::register::Register;
 use crate::report::Row;
 
@@ -41,7 +42,8 @@ pub struct Plan {
     pub tasks: usize,
     /// Client processes (one client each).
     pub processes: usize,
-    /// Keys the clients share.
+    /// Locks the clients share (besides one election and, where the
+    /// store has semaphores, one semaphore).
     pub keys: usize,
     /// The lease of every lock.
     pub ttl: Duration,
@@ -59,17 +61,21 @@ pub async fn run(plan: &Plan) -> Result<Row, String> {
     let server = tokio::spawn(serve(Arc::clone(&register), listener));
 
     let namespace = unique_namespace();
-    let keys: Vec<String> = (0..plan.keys.max(1)).map(|i| format!("key-{i}")).collect();
-    let workload = Arc::new(Workload {
-        keys: keys.clone(),
-        ttl: plan.ttl,
-    });
     let task_proxies = proxies_for(&deployment)?;
     let task_url = deployment.url(
         &addrs_through(&deployment, &task_proxies),
         &namespace,
         plan.ttl,
     );
+    let semaphores = connect(&task_url, plan.ttl)
+        .await?
+        .capabilities()
+        .semaphores;
+    let keys = primitive::keys(plan.keys, semaphores);
+    let workload = Arc::new(Workload {
+        keys: keys.clone(),
+        ttl: plan.ttl,
+    });
     let (stop, stopped) = watch::channel(false);
     let mut tasks = Vec::new();
     for id in 1..=plan.tasks as u32 {
@@ -128,11 +134,9 @@ pub async fn run(plan: &Plan) -> Result<Row, String> {
     let checker = connect(&direct, plan.ttl).await?;
     let mut leftovers = 0;
     for key in &keys {
-        let held = checker
-            .inspect(key)
+        leftovers += held_on(&checker, key)
             .await
             .map_err(|e| format!("inspect {key}: {e}"))?;
-        leftovers += u64::from(held.is_some());
     }
 
     Ok(Row::new(
@@ -178,6 +182,16 @@ async fn by_turns(
             return Ok(injected);
         }
     }
+}
+
+/// How many hold `key` (its permits, for a semaphore).
+async fn held_on(checker: &Locker, key: &str) -> Result<u64, distlock::LockError> {
+    Ok(match Primitive::of(key) {
+        Primitive::Semaphore { limit } => {
+            checker.semaphore(key, limit)?.holders().await?.len() as u64
+        }
+        Primitive::Lock | Primitive::Election => u64::from(checker.inspect(key).await?.is_some()),
+    })
 }
 
 /// Opens a locker, retrying for a while: a server may be restarting.

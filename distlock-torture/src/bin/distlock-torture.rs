@@ -63,7 +63,8 @@ struct Selection {
     /// Client processes (the ones frozen, killed and cut off).
     #[arg(long, default_value_t = 3)]
     processes: usize,
-    /// Keys the clients share.
+    /// Locks the clients share; one election and (where the store has
+    /// semaphores) one semaphore of 2 permits come on top.
     #[arg(long, default_value_t = 2)]
     keys: usize,
     /// Print one JSON array of rows instead of a table.
