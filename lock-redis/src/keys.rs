@@ -27,46 +27,89 @@
 //! prefix would crowd into one slot), and the encoding stays injective
 //! (distinct locks never share a Redis key).
 
+use std::sync::Arc;
+
 use lock_core::LockName;
 
-/// The Redis names of one lock (public so that operators and tests can
-/// look at a lock's queue from outside distlock).
+/// The parts of a lock's names, in the order they are laid out in
+/// [`LockKeys`]: each is the lock's name followed by its suffix.
+#[derive(Clone, Copy)]
+enum Part {
+    Lock,
+    Token,
+    Watched,
+    Queue,
+    Waiters,
+    Channel,
+    Holder,
+    Readers,
+    ReadValues,
+    Permits,
+    PermitValues,
+    Limit,
+    PermitToken,
+    PermitQueue,
+    PermitWaiters,
+}
+
+/// The suffix of each [`Part`], by its number.
+const SUFFIXES: [&str; 15] = [
+    "",
+    ":token",
+    ":watched",
+    ":queue",
+    ":waiters",
+    ":released",
+    ":holder",
+    ":readers",
+    ":readvalues",
+    ":permits",
+    ":permitvalues",
+    ":limit",
+    ":permittoken",
+    ":permitqueue",
+    ":permitwaiters",
+];
+
+/// Where each part's suffixes start, not counting the lock names before
+/// it: the sum of the lengths of the suffixes before it.
+const SUFFIX_OFFSETS: [usize; 15] = {
+    let mut offsets = [0; 15];
+    let mut i = 1;
+    while i < 15 {
+        offsets[i] = offsets[i - 1] + SUFFIXES[i - 1].len();
+        i += 1;
+    }
+    offsets
+};
+
+/// The Redis names of one lock, built once per operation in one
+/// allocation and shared (cloning costs a reference count).
+///
+/// * `lock()`: a string `"<token> <owner>"` (followed by a newline and the
+///   holder's value, if it set one) with a PX expiry;
+/// * `token()`: the fencing token counter (never expires);
+/// * `watched()`: present while the lock is watched (changes are
+///   published only then);
+/// * `queue()`: the waiters' owner ids in order of arrival (a list);
+/// * `waiters()`: each waiter's `"<deadline ms> <ttl ms> <grant channel>"`
+///   (a hash keyed by owner);
+/// * `channel()`: the pub/sub channel releases are announced on (Redlock);
+/// * `holder()`: the pub/sub channel every change of holder or value is
+///   announced on while `watched()` exists (the scripts name it
+///   `KEYS[1] .. ':holder'`);
+/// * `readers()`, `read_values()`: the readers, scored by the end of their
+///   lease (a sorted set), and each one's `"<token> <owner>"` (then
+///   `"\n<value>"`; a hash);
+/// * `permits()`, `permit_values()`, `limit()`, `permit_token()`,
+///   `permit_queue()`, `permit_waiters()`: the semaphore's holders, their
+///   values, the limit they hold under, its counter, line and waiters.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct LockKeys {
-    /// The lock itself: a string `"<token> <owner>"` (followed by a
-    /// newline and the holder's value, if it set one) with a PX expiry.
-    pub(crate) lock: String,
-    /// The fencing token counter (never expires).
-    pub(crate) token: String,
-    /// Present while the lock is watched: changes are published only then.
-    pub(crate) watched: String,
-    /// The waiters' owner ids in order of arrival (a list).
-    pub(crate) queue: String,
-    /// Each waiter's `"<deadline ms> <ttl ms> <grant channel>"` (a hash
-    /// keyed by owner).
-    pub(crate) waiters: String,
-    /// The pub/sub channel its releases are announced on (Redlock).
-    pub(crate) channel: String,
-    /// The pub/sub channel every change of holder or value is announced
-    /// on while [`watched`](Self::watched) exists. The scripts name it
-    /// `KEYS[1] .. ':holder'`.
-    pub(crate) holder: String,
-    /// The readers: owner scored by the end of its lease (a sorted set).
-    pub(crate) readers: String,
-    /// Each reader's `"<token> <owner>"` (then `"\n<value>"`; a hash).
-    pub(crate) read_values: String,
-    /// The semaphore's permit holders, scored by the end of their lease.
-    pub(crate) permits: String,
-    /// Each permit holder's `"<token> <owner>"` (then `"\n<value>"`).
-    pub(crate) permit_values: String,
-    /// The limit the permits are held under.
-    pub(crate) limit: String,
-    /// The semaphore's token counter (never expires).
-    pub(crate) permit_token: String,
-    /// The semaphore's waiters, in order of arrival (a list).
-    pub(crate) permit_queue: String,
-    /// Each semaphore waiter's entry (a hash keyed by owner).
-    pub(crate) permit_waiters: String,
+    /// Every name, one after the other, in the order of [`Part`].
+    all: Arc<str>,
+    /// The length of the lock's own name.
+    base: usize,
 }
 
 impl LockKeys {
@@ -77,39 +120,83 @@ impl LockKeys {
         lock.push(':');
         encode_into(&mut lock, name.key().as_str());
         lock.push('}');
+        let base = lock.len();
+        let suffixes: usize = SUFFIXES.iter().map(|s| s.len()).sum();
+        let mut all = String::with_capacity(base * SUFFIXES.len() + suffixes);
+        for suffix in SUFFIXES {
+            all.push_str(&lock);
+            all.push_str(suffix);
+        }
         Self {
-            token: format!("{lock}:token"),
-            watched: format!("{lock}:watched"),
-            queue: format!("{lock}:queue"),
-            waiters: format!("{lock}:waiters"),
-            channel: format!("{lock}:released"),
-            holder: format!("{lock}:holder"),
-            readers: format!("{lock}:readers"),
-            read_values: format!("{lock}:readvalues"),
-            permits: format!("{lock}:permits"),
-            permit_values: format!("{lock}:permitvalues"),
-            limit: format!("{lock}:limit"),
-            permit_token: format!("{lock}:permittoken"),
-            permit_queue: format!("{lock}:permitqueue"),
-            permit_waiters: format!("{lock}:permitwaiters"),
-            lock,
+            all: all.into(),
+            base,
         }
     }
-}
 
-impl LockKeys {
+    fn part(&self, part: Part) -> &str {
+        let i = part as usize;
+        let start = i * self.base + SUFFIX_OFFSETS[i];
+        &self.all[start..start + self.base + SUFFIXES[i].len()]
+    }
+
+    pub(crate) fn lock(&self) -> &str {
+        self.part(Part::Lock)
+    }
+    pub(crate) fn token(&self) -> &str {
+        self.part(Part::Token)
+    }
+    pub(crate) fn watched(&self) -> &str {
+        self.part(Part::Watched)
+    }
+    pub(crate) fn queue(&self) -> &str {
+        self.part(Part::Queue)
+    }
+    pub(crate) fn waiters(&self) -> &str {
+        self.part(Part::Waiters)
+    }
+    pub(crate) fn channel(&self) -> &str {
+        self.part(Part::Channel)
+    }
+    pub(crate) fn holder(&self) -> &str {
+        self.part(Part::Holder)
+    }
+    pub(crate) fn readers(&self) -> &str {
+        self.part(Part::Readers)
+    }
+    pub(crate) fn read_values(&self) -> &str {
+        self.part(Part::ReadValues)
+    }
+    pub(crate) fn permits(&self) -> &str {
+        self.part(Part::Permits)
+    }
+    pub(crate) fn permit_values(&self) -> &str {
+        self.part(Part::PermitValues)
+    }
+    pub(crate) fn limit(&self) -> &str {
+        self.part(Part::Limit)
+    }
+    pub(crate) fn permit_token(&self) -> &str {
+        self.part(Part::PermitToken)
+    }
+    pub(crate) fn permit_queue(&self) -> &str {
+        self.part(Part::PermitQueue)
+    }
+    pub(crate) fn permit_waiters(&self) -> &str {
+        self.part(Part::PermitWaiters)
+    }
+
     /// The keys of the scripts that take and give back holds of the lock,
     /// exclusive or shared: lock, counter, watchers' marker, queue,
     /// waiters, readers, readers' values.
     pub(crate) fn with_readers(&self) -> [&str; 7] {
         [
-            &self.lock,
-            &self.token,
-            &self.watched,
-            &self.queue,
-            &self.waiters,
-            &self.readers,
-            &self.read_values,
+            self.lock(),
+            self.token(),
+            self.watched(),
+            self.queue(),
+            self.waiters(),
+            self.readers(),
+            self.read_values(),
         ]
     }
 
@@ -117,19 +204,19 @@ impl LockKeys {
     /// limit, the counter, the line and its waiters.
     pub(crate) fn semaphore(&self) -> [&str; 6] {
         [
-            &self.permits,
-            &self.permit_values,
-            &self.limit,
-            &self.permit_token,
-            &self.permit_queue,
-            &self.permit_waiters,
+            self.permits(),
+            self.permit_values(),
+            self.limit(),
+            self.permit_token(),
+            self.permit_queue(),
+            self.permit_waiters(),
         ]
     }
 
     /// The keys of a script that changes the lock and tells watchers:
     /// lock, watchers' marker.
     pub(crate) fn watched_lock(&self) -> [&str; 2] {
-        [&self.lock, &self.watched]
+        [self.lock(), self.watched()]
     }
 }
 
@@ -167,29 +254,29 @@ mod tests {
     #[test]
     fn layout() {
         let k = keys("billing", "invoices/2026");
-        assert_eq!(k.lock, "distlock:{billing:invoices/2026}");
-        assert_eq!(k.token, "distlock:{billing:invoices/2026}:token");
-        assert_eq!(k.queue, "distlock:{billing:invoices/2026}:queue");
-        assert_eq!(k.waiters, "distlock:{billing:invoices/2026}:waiters");
-        assert_eq!(k.channel, "distlock:{billing:invoices/2026}:released");
-        assert_eq!(k.watched, "distlock:{billing:invoices/2026}:watched");
-        assert_eq!(k.holder, format!("{}:holder", k.lock));
-        assert_eq!(k.readers, format!("{}:readers", k.lock));
-        assert_eq!(k.read_values, format!("{}:readvalues", k.lock));
-        assert_eq!(k.permits, format!("{}:permits", k.lock));
-        assert_eq!(k.permit_values, format!("{}:permitvalues", k.lock));
-        assert_eq!(k.limit, format!("{}:limit", k.lock));
-        assert_eq!(k.permit_token, format!("{}:permittoken", k.lock));
-        assert_eq!(k.permit_queue, format!("{}:permitqueue", k.lock));
-        assert_eq!(k.permit_waiters, format!("{}:permitwaiters", k.lock));
+        assert_eq!(k.lock(), "distlock:{billing:invoices/2026}");
+        assert_eq!(k.token(), "distlock:{billing:invoices/2026}:token");
+        assert_eq!(k.queue(), "distlock:{billing:invoices/2026}:queue");
+        assert_eq!(k.waiters(), "distlock:{billing:invoices/2026}:waiters");
+        assert_eq!(k.channel(), "distlock:{billing:invoices/2026}:released");
+        assert_eq!(k.watched(), "distlock:{billing:invoices/2026}:watched");
+        assert_eq!(k.holder(), format!("{}:holder", k.lock()));
+        assert_eq!(k.readers(), format!("{}:readers", k.lock()));
+        assert_eq!(k.read_values(), format!("{}:readvalues", k.lock()));
+        assert_eq!(k.permits(), format!("{}:permits", k.lock()));
+        assert_eq!(k.permit_values(), format!("{}:permitvalues", k.lock()));
+        assert_eq!(k.limit(), format!("{}:limit", k.lock()));
+        assert_eq!(k.permit_token(), format!("{}:permittoken", k.lock()));
+        assert_eq!(k.permit_queue(), format!("{}:permitqueue", k.lock()));
+        assert_eq!(k.permit_waiters(), format!("{}:permitwaiters", k.lock()));
     }
 
     #[test]
     fn braces_stay_inside_the_hash_tag() {
         let k = keys("ns", "a}b{c%7D");
-        assert_eq!(hash_tag(&k.lock), "ns:a%7Db%7Bc%257D");
+        assert_eq!(hash_tag(k.lock()), "ns:a%7Db%7Bc%257D");
         for other in k.with_readers().into_iter().chain(k.semaphore()) {
-            assert_eq!(hash_tag(&k.lock), hash_tag(other));
+            assert_eq!(hash_tag(k.lock()), hash_tag(other));
         }
     }
 
@@ -206,7 +293,7 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for (ns, key) in names {
             let k = keys(ns, key);
-            assert!(seen.insert(k.lock.clone()), "{ns}/{key}");
+            assert!(seen.insert(k.lock().to_owned()), "{ns}/{key}");
             for name in k.with_readers().into_iter().skip(1).chain(k.semaphore()) {
                 assert!(seen.insert(name.to_owned()), "{ns}/{key}");
             }

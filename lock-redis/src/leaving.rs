@@ -79,8 +79,8 @@ impl Drop for Pending {
 /// The Redis key a clean-up of a `kind` hold of `keys` is counted under.
 pub(crate) fn object_of(keys: &LockKeys, kind: HoldKind) -> &str {
     match kind {
-        HoldKind::Permit { .. } => &keys.permits,
-        _ => &keys.lock,
+        HoldKind::Permit { .. } => keys.permits(),
+        _ => keys.lock(),
     }
 }
 

@@ -58,7 +58,7 @@ impl HeldKeys {
     /// if it is not ours any more.
     pub(crate) async fn renew(&self, renewer: &Renewer, ttl: Duration) -> Result<(), LockError> {
         let item = RenewItem {
-            lock: self.keys.lock.clone(),
+            lock: self.keys.lock().to_owned(),
             owner: self.owner.clone(),
         };
         self.confirm(renewer.renew(item, ttl).await?)
@@ -81,7 +81,7 @@ impl HeldKeys {
 impl fmt::Debug for HeldKeys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HeldKeys")
-            .field("lock", &self.keys.lock)
+            .field("lock", &self.keys.lock())
             .field("owner", &self.owner)
             .finish()
     }

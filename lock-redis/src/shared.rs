@@ -45,8 +45,8 @@ use crate::value::lock_info;
 /// hold; `None` for an exclusive hold (the lock key).
 pub(crate) fn hold_keys(keys: &LockKeys, kind: HoldKind) -> Option<[&str; 2]> {
     match kind {
-        HoldKind::Shared => Some([&keys.readers, &keys.read_values]),
-        HoldKind::Permit { .. } => Some([&keys.permits, &keys.permit_values]),
+        HoldKind::Shared => Some([keys.readers(), keys.read_values()]),
+        HoldKind::Permit { .. } => Some([keys.permits(), keys.permit_values()]),
         _ => None,
     }
 }
@@ -69,12 +69,9 @@ pub(crate) async fn holders_of(
 ) -> Result<Vec<LockInfo>, LockError> {
     let keys = LockKeys::new(name);
     let (names, arg) = match primitive {
-        Primitive::Lock => (
-            [keys.lock.as_str(), &keys.readers, &keys.read_values],
-            "lock",
-        ),
+        Primitive::Lock => ([keys.lock(), keys.readers(), keys.read_values()], "lock"),
         Primitive::Semaphore => (
-            [keys.limit.as_str(), &keys.permits, &keys.permit_values],
+            [keys.limit(), keys.permits(), keys.permit_values()],
             "semaphore",
         ),
     };

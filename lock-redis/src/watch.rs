@@ -77,7 +77,7 @@ impl RedisWatch {
 
     fn unavailable(&self, what: &str) -> LockError {
         LockError::Unavailable {
-            message: format!("watch {}: {what}", self.keys.lock),
+            message: format!("watch {}: {what}", self.keys.lock()),
             source: None,
         }
     }
@@ -89,10 +89,10 @@ impl HolderSource for RedisWatch {
         let listener = &self.inner.listener;
         let events = self
             .events
-            .get_or_insert_with(|| listener.holder_events(&[self.node], &self.keys.holder));
+            .get_or_insert_with(|| listener.holder_events(&[self.node], self.keys.holder()));
         // What came before this read is older than what it reads.
         events.clear();
-        let subscribed = listener.ensure_on(&[self.node], &self.keys.holder).await;
+        let subscribed = listener.ensure_on(&[self.node], self.keys.holder()).await;
         if subscribed.contains(&Listening::Unavailable) {
             self.next_node();
             return Err(self.unavailable("the holder channel could not be subscribed"));

@@ -132,7 +132,7 @@ impl HeldLock for RedlockHeld {
     }
 
     async fn release(&self) -> Result<(), LockError> {
-        let args: [&dyn conn::ToArg; 2] = [&self.lock.owner, &self.lock.keys.channel];
+        let args: [&dyn conn::ToArg; 2] = [&self.lock.owner, &self.lock.keys.channel()];
         let lock = self.lock.keys.watched_lock();
         let call = ScriptCall::new("Redlock release", &scripts().release, &lock, &args);
         self.on_masters("release", &call, true).await

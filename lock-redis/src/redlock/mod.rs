@@ -179,7 +179,7 @@ impl Backend for RedlockBackend {
             .on_all(&ScriptCall::new(
                 "inspect",
                 &scripts().inspect,
-                &[keys.lock.as_str()],
+                &[keys.lock()],
                 &[],
             ))
             .await?;
@@ -199,7 +199,7 @@ impl Backend for RedlockBackend {
                 "force release",
                 &scripts().force_release,
                 &keys.watched_lock(),
-                &[&keys.channel],
+                &[&keys.channel()],
             ))
             .await?;
         Ok(removed.contains(&1))
@@ -209,7 +209,7 @@ impl Backend for RedlockBackend {
 #[async_trait]
 impl TryAcquire for RedlockBackend {
     async fn watch_releases(&self, name: &LockName) -> Result<WakeSubscription, LockError> {
-        Ok(self.inner.listener.watch(&LockKeys::new(name).channel))
+        Ok(self.inner.listener.watch(LockKeys::new(name).channel()))
     }
 
     async fn try_acquire_once(&self, request: &AcquireRequest) -> Result<Attempt, LockError> {
@@ -218,7 +218,7 @@ impl TryAcquire for RedlockBackend {
         if matches!(first, Attempt::Acquired(_)) || !request.wait.may_wait() {
             return Ok(first);
         }
-        match self.inner.listener.ensure_listening(&keys.channel).await {
+        match self.inner.listener.ensure_listening(keys.channel()).await {
             Listening::Now => self.attempt(&keys, request).await,
             Listening::Already => Ok(first),
             Listening::Unavailable => Ok(Attempt::Held {

@@ -124,11 +124,7 @@ impl RedlockBackend {
             "" => String::new(),
             value => redlock_rest(0, value),
         };
-        let names = [
-            keys.lock.as_str(),
-            keys.token.as_str(),
-            keys.watched.as_str(),
-        ];
+        let names = [keys.lock(), keys.token(), keys.watched()];
         let args: [&dyn conn::ToArg; 6] = [&owner, &ttl_ms, &"0", &0, &"", &rest];
         let call = ScriptCall::new("Redlock acquire", &scripts().acquire, &names, &args);
         let replies = self
@@ -149,11 +145,7 @@ impl RedlockBackend {
     /// Raises every master's counter to `token`; returns how many masters
     /// confirmed that they hold our lock with that token.
     async fn raise_all(&self, keys: &LockKeys, owner: &str, token: u64) -> usize {
-        let names = [
-            keys.lock.as_str(),
-            keys.token.as_str(),
-            keys.watched.as_str(),
-        ];
+        let names = [keys.lock(), keys.token(), keys.watched()];
         let args: [&dyn conn::ToArg; 2] = [&token, &owner];
         let call = ScriptCall::new("Redlock raise", &scripts().raise, &names, &args);
         self.inner
@@ -169,7 +161,7 @@ impl RedlockBackend {
 /// answer keeps what it may have (it expires after the ttl, and a later
 /// round of the same acquisition re-grants its own leftover).
 async fn undo_round(inner: &Inner, keys: &LockKeys, owner: &str) {
-    let args: [&dyn conn::ToArg; 2] = [&owner, &keys.channel];
+    let args: [&dyn conn::ToArg; 2] = [&owner, &keys.channel()];
     let lock = keys.watched_lock();
     let call = ScriptCall::new("Redlock undo", &scripts().release, &lock, &args);
     inner.eval_on::<i64>(0..inner.nodes.len(), &call).await;
@@ -182,7 +174,7 @@ async fn undo(inner: Arc<Inner>, keys: LockKeys, owner: String, ttl: Duration) {
     let mut retry = CleanupRetry::until(Instant::now() + ttl * 2 + Duration::from_secs(5));
     let mut pending: Vec<usize> = (0..inner.nodes.len()).collect();
     while !pending.is_empty() {
-        let args: [&dyn conn::ToArg; 2] = [&owner, &keys.channel];
+        let args: [&dyn conn::ToArg; 2] = [&owner, &keys.channel()];
         let lock = keys.watched_lock();
         let call = ScriptCall::new("Redlock undo", &scripts().release, &lock, &args);
         let outcomes = inner

@@ -65,17 +65,17 @@ impl RedlockWatch {
         let all: Vec<usize> = (0..inner.nodes.len()).collect();
         let events = self
             .events
-            .get_or_insert_with(|| inner.listener.holder_events(&all, &self.keys.holder));
+            .get_or_insert_with(|| inner.listener.holder_events(&all, self.keys.holder()));
         events.clear();
         let marked_for = WATCHED_FOR.as_millis() as u64;
         let mut mark = redis::cmd("SET");
-        mark.arg(&self.keys.watched)
+        mark.arg(self.keys.watched())
             .arg("1")
             .arg("PX")
             .arg(marked_for);
         // Both must be in place before the read; neither needs the other.
         let (subscribed, marks) = tokio::join!(
-            inner.listener.ensure_on(&all, &self.keys.holder),
+            inner.listener.ensure_on(&all, self.keys.holder()),
             join_all(inner.nodes.iter().map(|node| node.query::<()>(
                 inner.timeouts,
                 "watch",
