@@ -132,6 +132,12 @@ impl Namespace {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The namespace as a shared string (a reference count, no copy).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn shared(&self) -> Arc<str> {
+        Arc::clone(&self.0)
+    }
 }
 
 impl Default for Namespace {

@@ -298,7 +298,7 @@ impl Locker {
         let kind = taking.hold_kind();
         self.check_kind(kind)?;
         let started = Instant::now();
-        let labels = Labels::new(self.backend.name(), self.options.namespace.as_str(), taking);
+        let labels = Labels::new(self.backend.name(), &self.options.namespace, taking);
         let waiting = Waiting::start(&labels, wait.may_wait());
         let (reporter, signal) = loss_channel();
         let request = AcquireRequest {

@@ -18,11 +18,18 @@ impl OwnerId {
     /// the OS, not from a syscall per id: ids only need to be unique, and
     /// this path runs on every acquisition.
     pub fn generate() -> Self {
-        Self(Arc::from(format!(
-            "{}/{:032x}",
-            host_and_pid(),
-            fastrand::u128(..)
-        )))
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let prefix = host_and_pid();
+        let bits = fastrand::u128(..);
+        let mut id = String::with_capacity(prefix.len() + 33);
+        id.push_str(prefix);
+        id.push('/');
+        // Written by hand: the formatting machinery costs more than the
+        // rest of the id together.
+        for nibble in (0..32).rev() {
+            id.push(char::from(HEX[((bits >> (nibble * 4)) & 0xf) as usize]));
+        }
+        Self(Arc::from(id))
     }
 
     /// Wraps an owner string read back from a store.
@@ -74,5 +81,8 @@ mod tests {
         assert_eq!(parts.len(), 3, "{a}");
         assert_eq!(parts[1], std::process::id().to_string());
         assert_eq!(parts[2].len(), 32);
+        assert!(parts[2]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
     }
 }

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::LockError;
 use crate::info::HoldKind;
+use crate::key::Namespace;
 use crate::loss::LossReason;
 
 /// Histogram: seconds from the call to the lock being taken or the call
@@ -108,14 +109,15 @@ pub(crate) struct Labels {
 }
 
 impl Labels {
-    pub(crate) fn new(store: &'static str, namespace: &str, taking: Taking) -> Self {
+    pub(crate) fn new(store: &'static str, namespace: &Namespace, taking: Taking) -> Self {
         #[cfg(not(feature = "metrics"))]
         let _ = (store, namespace, taking);
         Self {
             #[cfg(feature = "metrics")]
             base: [
                 metrics::Label::from_static_parts("store", store),
-                metrics::Label::new("namespace", namespace.to_owned()),
+                // Shared: each record clones the labels.
+                metrics::Label::new("namespace", metrics::SharedString::from(namespace.shared())),
                 metrics::Label::from_static_parts("kind", taking.label()),
             ],
         }
