@@ -2,9 +2,10 @@
 //! it when it fails over.
 //!
 //! [`MasterLink`] asks the sentinels for the master's address (`SENTINEL
-//! GET-MASTER-ADDR-BY-NAME`), the one that answered last first, connects
-//! to that address with the URL's credentials and checks with `ROLE` that
-//! the server is a master before it serves any command. A command whose
+//! GET-MASTER-ADDR-BY-NAME`), all at once so that one that swallows
+//! packets costs nothing, connects to the first address named with the
+//! URL's credentials and checks with `ROLE` that the server is a master
+//! before it serves any command. A command whose
 //! connection broke, timed out, or found a replica (`READONLY`) or a
 //! master without its replicas (`MASTERDOWN`) marks the link stale: the
 //! next command asks the sentinels again, and if they name another
@@ -13,7 +14,6 @@
 //! Sentinel itself breaks the clients' connections when it reconfigures a
 //! server, so a client never keeps writing to a demoted master.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use lock_core::url::HostPort;
@@ -33,8 +33,6 @@ pub(crate) struct MasterLink {
     /// One connection per sentinel, in URL order; they connect on first
     /// use and reconnect by themselves.
     sentinels: Vec<(HostPort, ConnectionManager)>,
-    /// The sentinel that answered last: asked first next time.
-    first: AtomicUsize,
     current: Mutex<Current>,
     /// Held while the sentinels are asked, so that concurrent failures
     /// cause one round of questions.
@@ -67,7 +65,6 @@ impl MasterLink {
             config: config.clone(),
             master_name,
             sentinels,
-            first: AtomicUsize::new(0),
             current: Mutex::new(Current::default()),
             resolving: tokio::sync::Mutex::new(()),
             address: watch::Sender::new(None),
@@ -130,31 +127,40 @@ impl MasterLink {
         }
     }
 
-    /// Asks the sentinels, the last one that answered first, for the
-    /// master's address, and connects to it.
+    /// Asks every sentinel at once for the master's address, and connects
+    /// to the first address named that answers `ROLE` as a master.
     async fn resolve(&self) -> Result<(HostPort, ConnectionManager), LockError> {
-        let n = self.sentinels.len();
-        let first = self.first.load(Ordering::Relaxed);
+        use futures_util::stream::{FuturesUnordered, StreamExt};
+        // All at once: a sentinel that swallows packets must not use up
+        // the caller's time before the others are asked.
+        let mut answers: FuturesUnordered<_> = self
+            .sentinels
+            .iter()
+            .map(|(sentinel, manager)| async move {
+                (sentinel, self.ask(sentinel, manager.clone()).await)
+            })
+            .collect();
         let mut problems = Vec::new();
         let mut unknown = 0;
-        for i in (0..n).map(|k| (first + k) % n) {
-            let (sentinel, manager) = &self.sentinels[i];
-            match self.ask(sentinel, manager.clone()).await {
-                Ok(Some(addr)) => {
-                    self.first.store(i, Ordering::Relaxed);
-                    match self.open_master(&addr).await {
-                        Ok(master) => return Ok(master),
-                        Err(e @ LockError::InvalidConfig { .. }) => return Err(e),
-                        Err(e) => problems.push(format!("{sentinel} named {addr}: {e}")),
+        let mut tried = Vec::new();
+        while let Some((sentinel, answer)) = answers.next().await {
+            match answer {
+                Ok(Some(addr)) if tried.contains(&addr) => {}
+                Ok(Some(addr)) => match self.open_master(&addr).await {
+                    Ok(master) => return Ok(master),
+                    Err(e @ LockError::InvalidConfig { .. }) => return Err(e),
+                    Err(e) => {
+                        problems.push(format!("{sentinel} named {addr}: {e}"));
+                        tried.push(addr);
                     }
-                }
+                },
                 Ok(None) => unknown += 1,
                 Err(e @ LockError::InvalidConfig { .. }) => return Err(e),
                 Err(e) => problems.push(e.to_string()),
             }
         }
         let name = &self.master_name;
-        if unknown == n {
+        if unknown == self.sentinels.len() {
             return Err(LockError::invalid_config(format!(
                 "no sentinel knows a master named `{name}`"
             )));

@@ -15,7 +15,7 @@ use common::connect;
 use distlock_testkit::pki::Pki;
 use distlock_testkit::redis::TEST_TIMEOUTS;
 use distlock_testkit::redis_sentinel::{shared_sentinel_url, GroupTls, SentinelGroup, MASTER_NAME};
-use distlock_testkit::{eventually, free_port, with_query};
+use distlock_testkit::{eventually, free_port, with_query, FaultProxy};
 use lock_core::{LockError, LockGuard, LockOptions, Locker};
 use lock_redis::RedisStore;
 use tokio::task::JoinHandle;
@@ -292,4 +292,26 @@ async fn rediss_sentinel_reaches_sentinels_and_master_over_tls() {
     let error = connect(&url(&pki.other_ca)).await.unwrap_err();
     let text = error.to_string().to_lowercase();
     assert!(text.contains("certificate"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_that_swallows_packets_costs_no_time() {
+    let url = shared_sentinel_url().await.unwrap();
+    let sentinels = url
+        .split("://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap()
+        .to_owned();
+    // Listed first, accepting connections but never answering.
+    let silent = FaultProxy::start(sentinels.split(',').next().unwrap().parse().unwrap()).unwrap();
+    silent.blackhole();
+    let url = format!(
+        "redis+sentinel://{},{sentinels}/{MASTER_NAME}?namespace=swallowed&{TEST_TIMEOUTS}",
+        silent.addr()
+    );
+    let locker = connect(&url).await.expect("the other sentinels answer");
+    let guard = locker.lock("k").await.unwrap();
+    guard.release().await.unwrap();
+    assert!(silent.connections() > 0, "the silent sentinel was asked");
 }
