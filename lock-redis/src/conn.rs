@@ -314,10 +314,7 @@ impl Conn {
             }
             result.map_err(|e| map_error(what, e))
         };
-        match tokio::time::timeout(timeouts.overall, attempt).await {
-            Ok(result) => result,
-            Err(_) => Err(timed_out(what, timeouts.overall)),
-        }
+        within(what, timeouts, attempt).await
     }
 
     /// Runs a raw command, bounded by `timeouts`.
@@ -438,8 +435,20 @@ pub(crate) async fn bounded<T>(
     timeouts: Timeouts,
     call: impl std::future::Future<Output = redis::RedisResult<T>>,
 ) -> Result<T, LockError> {
-    match tokio::time::timeout(timeouts.overall, call).await {
-        Ok(result) => result.map_err(|e| map_error(what, e)),
-        Err(_) => Err(timed_out(what, timeouts.overall)),
-    }
+    within(what, timeouts, async {
+        call.await.map_err(|e| map_error(what, e))
+    })
+    .await
+}
+
+/// `call` within the overall bound of `timeouts`; a timeout becomes an
+/// `Unavailable` naming `what` was being done.
+async fn within<T>(
+    what: &str,
+    timeouts: Timeouts,
+    call: impl std::future::Future<Output = Result<T, LockError>>,
+) -> Result<T, LockError> {
+    tokio::time::timeout(timeouts.overall, call)
+        .await
+        .unwrap_or_else(|_| Err(timed_out(what, timeouts.overall)))
 }

@@ -40,10 +40,7 @@ impl Source {
     fn initial(&mut self) -> Option<ConnectionManager> {
         match self {
             Source::Fixed(connection) => Some(connection.clone()),
-            Source::Following { addresses, open } => {
-                let now = addresses.borrow_and_update().clone();
-                now.and_then(|address| open(&address).ok())
-            }
+            Source::Following { addresses, open } => open_announced(addresses, open),
         }
     }
 
@@ -58,12 +55,21 @@ impl Source {
                 // The link is gone, and the backend with it.
                 return std::future::pending().await;
             }
-            let now = addresses.borrow_and_update().clone();
-            if let Some(connection) = now.and_then(|address| open(&address).ok()) {
+            if let Some(connection) = open_announced(addresses, open) {
                 return Some(connection);
             }
         }
     }
+}
+
+/// A connection to the address `addresses` announces now, if any (and
+/// marks that announcement seen).
+fn open_announced(
+    addresses: &mut watch::Receiver<Option<HostPort>>,
+    open: &OpenFn,
+) -> Option<ConnectionManager> {
+    let now = addresses.borrow_and_update().clone();
+    now.and_then(|address| open(&address).ok())
 }
 
 /// Owns the pub/sub connection; subscribes and unsubscribes in batches.
