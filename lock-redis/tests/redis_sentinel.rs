@@ -24,13 +24,19 @@ use tokio::task::JoinHandle;
 /// A raw connection to the Redis server at `addr`, whose commands may
 /// take up to 10 s (`WAIT` blocks until the replica answers).
 async fn raw(addr: SocketAddr) -> redis::aio::MultiplexedConnection {
+    try_raw(addr).await.unwrap()
+}
+
+/// [`raw`], for checks that are tried again: the sentinels break client
+/// connections while they reconfigure a server, so a connect may fail.
+async fn try_raw(addr: SocketAddr) -> Result<redis::aio::MultiplexedConnection, String> {
     let config =
         redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(10)));
     redis::Client::open(format!("redis://{addr}"))
-        .unwrap()
+        .map_err(|e| e.to_string())?
         .get_multiplexed_async_connection_with_config(&config)
         .await
-        .unwrap()
+        .map_err(|e| e.to_string())
 }
 
 /// Waits until the replica of the master at `master` has every write the
@@ -98,23 +104,19 @@ async fn handoff_announced_on(locker: &Locker, master: SocketAddr, key: &str) {
         let key = key.to_owned();
         tokio::spawn(async move { locker.lock_with(&key, options).await })
     };
-    let master = raw(master).await;
     eventually(
         Duration::from_secs(10),
         "the grant channel on the master",
-        || {
-            let mut master = master.clone();
-            async move {
-                let channels: Vec<String> = redis::cmd("PUBSUB")
-                    .arg("CHANNELS")
-                    .arg("distlock:grants:*")
-                    .query_async(&mut master)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                (!channels.is_empty())
-                    .then_some(())
-                    .ok_or_else(|| "no grant channel subscribed".to_owned())
-            }
+        || async move {
+            let channels: Vec<String> = redis::cmd("PUBSUB")
+                .arg("CHANNELS")
+                .arg("distlock:grants:*")
+                .query_async(&mut try_raw(master).await?)
+                .await
+                .map_err(|e| e.to_string())?;
+            (!channels.is_empty())
+                .then_some(())
+                .ok_or_else(|| "no grant channel subscribed".to_owned())
         },
     )
     .await
@@ -170,7 +172,7 @@ async fn a_locker_follows_the_master_across_failovers() {
         "the old master to be a replica",
         || async {
             let role: Vec<redis::Value> = redis::cmd("ROLE")
-                .query_async(&mut raw(first).await)
+                .query_async(&mut try_raw(first).await?)
                 .await
                 .map_err(|e| e.to_string())?;
             match role.first() {
@@ -192,7 +194,7 @@ async fn a_locker_follows_the_master_across_failovers() {
         || async {
             let info: String = redis::cmd("INFO")
                 .arg("replication")
-                .query_async(&mut raw(first).await)
+                .query_async(&mut try_raw(first).await?)
                 .await
                 .map_err(|e| e.to_string())?;
             info.contains("master_link_status:up")
