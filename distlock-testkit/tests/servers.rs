@@ -37,6 +37,10 @@ while True:
     threading.Thread(target=echo, args=(c,), daemon=True).start()
 "#;
 
+/// A server launch that fails the way a server does when its port is taken.
+const PORT_TAKEN: &str =
+    "import sys; print('bind: Address already in use', flush=True); sys.exit(1)";
+
 fn echo_spec(name: &str) -> ServerSpec {
     ServerSpec::new(name, python())
         .args(|ctx| ["-c".into(), ECHO_SERVER.into(), ctx.port.to_string()])
@@ -252,9 +256,16 @@ async fn a_probe_answered_by_another_process_does_not_count() {
         .args(move |ctx| {
             let mut hijack = hijack.lock().unwrap();
             if hijack.is_none() {
-                let listener = std::net::TcpListener::bind(ctx.addr()).unwrap();
-                *hijack = Some((ctx.port, listener));
-                return vec!["-c".into(), "import time; time.sleep(30)".into()];
+                match std::net::TcpListener::bind(ctx.addr()) {
+                    Ok(listener) => {
+                        *hijack = Some((ctx.port, listener));
+                        return vec!["-c".into(), "import time; time.sleep(30)".into()];
+                    }
+                    // A third process took the picked port first: fail this
+                    // launch the way a server does, so the harness moves on
+                    // and the hijack is tried again on the next port.
+                    Err(_) => return vec!["-c".into(), PORT_TAKEN.into()],
+                }
             }
             vec!["-c".into(), ECHO_SERVER.into(), ctx.port.to_string()]
         })
