@@ -30,6 +30,7 @@ pub mod primitive;
 pub mod register;
 pub mod report;
 pub mod run;
+mod trail;
 
 pub use deployment::Topology;
 pub use faults::Fault;

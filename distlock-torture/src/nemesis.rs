@@ -44,9 +44,12 @@ impl Nemesis<'_> {
                     return Ok(false);
                 };
                 let pid = self.fleet.members[index].pid();
+                let id = self.fleet.members[index].id;
                 pause_group(pid).await?;
+                self.register.note(&format!("client {id} frozen"));
                 sleep(past_ttl).await;
                 resume_group(pid).map_err(|e| format!("SIGCONT: {e}"))?;
+                self.register.note(&format!("client {id} resumed"));
             }
             Fault::HolderKill => {
                 let Some(index) = self.a_holder().await else {
@@ -57,29 +60,41 @@ impl Nemesis<'_> {
                 self.fleet.add(self.deployment).await?;
             }
             Fault::ServerKill => {
-                let server = &self.deployment.servers[self.any_server()];
+                let index = self.any_server();
+                let server = &self.deployment.servers[index];
                 server.stop();
+                self.register.note(&format!("server {index} killed"));
                 sleep(self.ttl / 2).await;
                 server.restart().await?;
+                self.register.note(&format!("server {index} restarted"));
             }
             Fault::ServerPause => {
-                let server = &self.deployment.servers[self.any_server()];
+                let index = self.any_server();
+                let server = &self.deployment.servers[index];
                 server.pause().await?;
+                self.register.note(&format!("server {index} frozen"));
                 sleep(past_ttl).await;
                 server.resume()?;
+                self.register.note(&format!("server {index} resumed"));
             }
             Fault::Partition => {
                 let index = match self.a_holder().await {
                     Some(index) => index,
                     None => fastrand::usize(..self.fleet.members.len()),
                 };
-                let proxies = &self.fleet.members[index].proxies;
+                let (id, proxies) = {
+                    let member = &self.fleet.members[index];
+                    (member.id, &member.proxies)
+                };
                 proxies.iter().for_each(FaultProxy::blackhole);
+                self.register.note(&format!("client {id} cut off"));
                 sleep(past_ttl).await;
                 proxies.iter().for_each(FaultProxy::restore);
+                self.register.note(&format!("client {id} reconnected"));
             }
             Fault::Latency => {
                 let until = Instant::now() + past_ttl;
+                self.register.note("latency on");
                 while Instant::now() < until {
                     let most = self.ttl / 10;
                     for proxy in self.all_proxies() {
@@ -90,6 +105,7 @@ impl Nemesis<'_> {
                 for proxy in self.all_proxies() {
                     proxy.set_latency(Duration::ZERO);
                 }
+                self.register.note("latency off");
             }
             Fault::MemberKill => {
                 let index = match self.deployment.leader().await {
@@ -98,6 +114,7 @@ impl Nemesis<'_> {
                 };
                 let server = &self.deployment.servers[index];
                 server.stop();
+                self.register.note(&format!("member {index} killed"));
                 let down = match self.deployment.topology {
                     Topology::RedisCluster => CLUSTER_FAILOVER_WAIT,
                     Topology::RedisSentinel => SENTINEL_FAILOVER_WAIT.max(past_ttl),
@@ -105,6 +122,7 @@ impl Nemesis<'_> {
                 };
                 sleep(down).await;
                 server.restart().await?;
+                self.register.note(&format!("member {index} restarted"));
             }
         }
         Ok(true)

@@ -127,6 +127,9 @@ pub async fn run(plan: &Plan) -> Result<Row, String> {
     }
     let figures = register.figures();
     server.abort();
+    for incident in register.incidents() {
+        eprintln!("distlock-torture: {}: {incident}", plan.topology);
+    }
 
     // What is still there one ttl after everyone stopped.
     sleep(plan.ttl + Duration::from_millis(500)).await;

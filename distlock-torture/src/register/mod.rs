@@ -13,10 +13,11 @@
 //! * an **overlap**: a holder reported its lock as held (its guard said so
 //!   after the moment `claim`) although another client had begun holding
 //!   the same key before that moment; for a semaphore of `limit` permits
-//!   (see [`primitive`](crate::primitive)), a holder reported its permit
-//!   held after a newcomer made the holders more than `limit` and it was
-//!   the one that had gone longest without a word (a frozen or cut-off
-//!   holder, whose permit must have lapsed);
+//!   (see [`primitive`](crate::primitive)), more than `limit` clients
+//!   certainly held a permit at one moment: each held from the moment it
+//!   first reported its permit held (it was taken before) until the last
+//!   moment its guard said "held", and more than `limit` of these spans
+//!   share a moment (counted once per holding that reports it);
 //! * an **unsafe write accepted**: the fencing check let through a write
 //!   from a holder another client had already replaced (its token was not
 //!   lower: tokens went backwards), or a token another client had used;
@@ -37,6 +38,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::now_ns;
 use crate::primitive::Primitive;
+use crate::trail::Trail;
 
 /// Who sent an operation: one client task or process of a run.
 pub type ClientId = u32;
@@ -126,10 +128,37 @@ pub struct Figures {
     pub longest_idle_wait_ms: u64,
 }
 
+impl Figures {
+    /// Overlaps, unsafe writes accepted and token regressions.
+    fn violations(&self) -> (u64, u64, u64) {
+        (self.overlaps, self.unsafe_accepted, self.token_regressions)
+    }
+}
+
+/// `op` from `client`, in a line of the trail.
+fn describe(client: ClientId, op: &Op, trail: &Trail) -> String {
+    match op {
+        Op::Waiting { key } => format!("client {client}: waits for `{key}`"),
+        Op::GaveUp { key } => format!("client {client}: gave up `{key}`"),
+        Op::Begin { key, token, claim } => format!(
+            "client {client}: begins `{key}` with token {token} (held at {})",
+            trail.ms(*claim)
+        ),
+        Op::Write { key, token, claim } => format!(
+            "client {client}: writes `{key}` with token {token} (held at {})",
+            trail.ms(*claim)
+        ),
+        Op::End { key } => format!("client {client}: ends `{key}`"),
+        Op::Lost { key } => format!("client {client}: told `{key}` is lost"),
+    }
+}
+
 /// One client's current holding of a key.
 #[derive(Debug)]
 struct Holding {
     token: u64,
+    /// When its guard first said "held" (the hold was taken before).
+    first_claim: u64,
     /// When its guard last said "held".
     last_claim: u64,
     /// When another client began holding the key after this one did.
@@ -162,23 +191,49 @@ impl KeyState {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
     keys: BTreeMap<String, KeyState>,
     figures: Figures,
     longest_idle_ns: u64,
+    trail: Trail,
 }
 
 /// The register of one run, shared by every client.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Register {
     state: Mutex<State>,
 }
 
+impl Default for Register {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Register {
-    /// An empty register.
+    /// An empty register; its trail counts time from now.
     pub fn new() -> Self {
-        Self::default()
+        Self {
+            state: Mutex::new(State {
+                keys: BTreeMap::new(),
+                figures: Figures::default(),
+                longest_idle_ns: 0,
+                trail: Trail::new(now_ns()),
+            }),
+        }
+    }
+
+    /// Notes a fault (or anything else worth showing with an incident).
+    pub fn note(&self, what: &str) {
+        let mut state = self.lock();
+        state.trail.record(now_ns(), format_args!("runner: {what}"));
+    }
+
+    /// Each overlap, unsafe write accepted or token regression found (the
+    /// first few), with the events that led to it.
+    pub fn incidents(&self) -> Vec<String> {
+        self.lock().trail.incidents()
     }
 
     /// Applies `op` from `client` at the current moment.
@@ -194,7 +249,11 @@ impl Register {
             keys,
             figures,
             longest_idle_ns,
+            trail,
         } = &mut *state;
+        let described = describe(client, &op, trail);
+        trail.record(arrival, &described);
+        let before = figures.violations();
         let (key, verdict) = match op {
             Op::Waiting { key } => {
                 keys.entry(key.clone())
@@ -230,12 +289,15 @@ impl Register {
                     client,
                     Holding {
                         token,
+                        first_claim: claim,
                         last_claim: claim,
                         replaced_at: None,
                         overlapped: false,
                     },
                 );
-                entry.make_room(client, arrival);
+                if entry.limit == 1 {
+                    entry.replace_others(client, arrival);
+                }
                 (key, entry.fenced(client, token, claim, figures))
             }
             Op::Write { key, token, claim } => {
@@ -265,6 +327,15 @@ impl Register {
         if let Some(entry) = keys.get_mut(&key) {
             entry.track_idle(arrival, longest_idle_ns);
         }
+        let (overlaps, unsafe_accepted, regressions) = figures.violations();
+        if (overlaps, unsafe_accepted, regressions) != before {
+            let what = match () {
+                _ if overlaps > before.0 => "an overlap",
+                _ if unsafe_accepted > before.1 => "an unsafe write accepted",
+                _ => "a token regression",
+            };
+            trail.incident(format_args!("{what} on `{key}` ({described}, {verdict:?})"));
+        }
         verdict
     }
 
@@ -276,8 +347,10 @@ impl Register {
         let State {
             keys,
             longest_idle_ns,
+            trail,
             ..
         } = &mut *state;
+        trail.record(arrival, format_args!("client {client}: gone (killed)"));
         for entry in keys.values_mut() {
             entry.holdings.remove(&client);
             entry.waiting.remove(&client);
@@ -320,23 +393,31 @@ impl Register {
 }
 
 impl KeyState {
-    /// `newcomer` just began holding: if that makes more holders than the
-    /// limit, the ones that have gone longest without saying "held" (the
-    /// one other holder, for a lock) must have lost their hold by now.
-    fn make_room(&mut self, newcomer: ClientId, arrival: u64) {
-        let mut live: Vec<(u64, ClientId)> = self
-            .holdings
-            .iter()
-            .filter(|(id, h)| **id != newcomer && h.replaced_at.is_none())
-            .map(|(id, h)| (h.last_claim, *id))
-            .collect();
-        let excess = (live.len() + 1).saturating_sub(self.limit);
-        live.sort_unstable();
-        for (_, id) in live.into_iter().take(excess) {
-            if let Some(holding) = self.holdings.get_mut(&id) {
+    /// `newcomer` just began holding a lock: the other holder, if any,
+    /// must have lost it by now.
+    fn replace_others(&mut self, newcomer: ClientId, arrival: u64) {
+        for (id, holding) in &mut self.holdings {
+            if *id != newcomer && holding.replaced_at.is_none() {
                 holding.replaced_at = Some(arrival);
             }
         }
+    }
+
+    /// Whether more than `limit` holdings certainly held at one moment of
+    /// `client`'s span (from its first "held" to its last): the most
+    /// spans overlap at the start of one of them.
+    fn crowded(&self, client: ClientId) -> bool {
+        let Some(me) = self.holdings.get(&client) else {
+            return false;
+        };
+        let holding_at = |at: u64| {
+            (self.holdings.values()).filter(move |h| h.first_claim <= at && at <= h.last_claim)
+        };
+        self.holdings
+            .values()
+            .map(|h| h.first_claim)
+            .filter(|&at| me.first_claim <= at && at <= me.last_claim)
+            .any(|at| holding_at(at).count() > self.limit)
     }
 
     /// The fencing check for an operation with `token` from `client`,
@@ -366,6 +447,12 @@ impl KeyState {
             None => None,
         };
         if self.limit > 1 {
+            if self.crowded(client) {
+                if let Some(holding) = self.holdings.get_mut(&client) {
+                    figures.overlaps += u64::from(!holding.overlapped);
+                    holding.overlapped = true;
+                }
+            }
             // Permits are held side by side: no single highest token.
             return Verdict::Accepted;
         }
@@ -399,154 +486,4 @@ impl KeyState {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn begin(key: &str, token: u64, claim: u64) -> Op {
-        Op::Begin {
-            key: key.into(),
-            token,
-            claim,
-        }
-    }
-
-    fn write(key: &str, token: u64, claim: u64) -> Op {
-        Op::Write {
-            key: key.into(),
-            token,
-            claim,
-        }
-    }
-
-    fn end(key: &str) -> Op {
-        Op::End { key: key.into() }
-    }
-
-    #[test]
-    fn clean_hand_offs_count_nothing_unsafe() {
-        let r = Register::new();
-        assert_eq!(r.apply_at(1, begin("k", 1, 10), 11), Verdict::Accepted);
-        assert_eq!(r.apply_at(1, write("k", 1, 12), 13), Verdict::Accepted);
-        r.apply_at(1, end("k"), 14);
-        assert_eq!(r.apply_at(2, begin("k", 2, 15), 16), Verdict::Accepted);
-        let f = r.figures();
-        assert_eq!((f.acquisitions, f.writes_accepted), (2, 1));
-        assert_eq!(
-            (f.overlaps, f.unsafe_accepted, f.token_regressions),
-            (0, 0, 0)
-        );
-    }
-
-    #[test]
-    fn a_replaced_holder_claiming_its_lock_after_the_takeover_is_an_overlap() {
-        let r = Register::new();
-        r.apply_at(1, begin("k", 1, 10), 11);
-        r.apply_at(2, begin("k", 2, 20), 21);
-        // Its guard said "held" at 30, after the new holder began at 21.
-        assert_eq!(r.apply_at(1, write("k", 1, 30), 31), Verdict::Stale);
-        let f = r.figures();
-        assert_eq!((f.overlaps, f.stale_rejected, f.unsafe_accepted), (1, 1, 0));
-    }
-
-    #[test]
-    fn a_write_claimed_before_the_takeover_but_arriving_after_is_fenced_not_an_overlap() {
-        let r = Register::new();
-        r.apply_at(1, begin("k", 1, 10), 11);
-        r.apply_at(2, begin("k", 2, 20), 21);
-        // Checked at 15 (before the takeover), arrives at 40: the fencing
-        // check must refuse it, and no guard lied.
-        assert_eq!(r.apply_at(1, write("k", 1, 15), 40), Verdict::Stale);
-        let f = r.figures();
-        assert_eq!((f.overlaps, f.stale_rejected), (0, 1));
-    }
-
-    #[test]
-    fn tokens_going_backwards_let_a_replaced_holders_write_through_and_are_counted() {
-        let r = Register::new();
-        r.apply_at(1, begin("k", 5, 10), 11);
-        // A restarted store hands out a lower token to someone else.
-        assert_eq!(r.apply_at(2, begin("k", 1, 20), 21), Verdict::Stale);
-        assert_eq!(r.apply_at(1, write("k", 5, 15), 30), Verdict::Accepted);
-        let f = r.figures();
-        assert_eq!((f.token_regressions, f.unsafe_accepted), (1, 1));
-    }
-
-    #[test]
-    fn a_token_handed_to_two_clients_is_unsafe() {
-        let r = Register::new();
-        r.apply_at(1, begin("k", 3, 10), 11);
-        r.apply_at(1, end("k"), 12);
-        assert_eq!(r.apply_at(2, begin("k", 3, 20), 21), Verdict::Accepted);
-        let f = r.figures();
-        assert_eq!((f.token_regressions, f.unsafe_accepted), (1, 1));
-    }
-
-    #[test]
-    fn keys_are_judged_apart() {
-        let r = Register::new();
-        r.apply_at(1, begin("a", 7, 10), 11);
-        r.apply_at(2, begin("b", 1, 12), 13);
-        r.apply_at(1, write("a", 7, 14), 15);
-        let f = r.figures();
-        assert_eq!(
-            (f.overlaps, f.unsafe_accepted, f.token_regressions),
-            (0, 0, 0)
-        );
-        assert_eq!(r.holders(), BTreeSet::from([1, 2]));
-    }
-
-    #[test]
-    fn permits_up_to_the_limit_hold_side_by_side() {
-        let r = Register::new();
-        r.apply_at(1, begin("permits-2-0", 4, 10), 11);
-        r.apply_at(2, begin("permits-2-0", 5, 12), 13);
-        // Lower token than the newest permit: not stale, permits share.
-        assert_eq!(
-            r.apply_at(1, write("permits-2-0", 4, 14), 15),
-            Verdict::Accepted
-        );
-        r.apply_at(2, end("permits-2-0"), 16);
-        r.apply_at(3, begin("permits-2-0", 6, 17), 18);
-        r.apply_at(1, write("permits-2-0", 4, 19), 20);
-        let f = r.figures();
-        assert_eq!(
-            (
-                f.overlaps,
-                f.unsafe_accepted,
-                f.stale_rejected,
-                f.token_regressions
-            ),
-            (0, 0, 0, 0)
-        );
-    }
-
-    #[test]
-    fn a_permit_holder_past_the_limit_claiming_its_permit_is_an_overlap() {
-        let r = Register::new();
-        r.apply_at(1, begin("permits-2-0", 1, 10), 11);
-        r.apply_at(2, begin("permits-2-0", 2, 12), 13);
-        // Client 1 goes silent (frozen); client 2 writes on.
-        r.apply_at(2, write("permits-2-0", 2, 30), 31);
-        // A third holder: one of the first two must have lost its permit,
-        // the silent one.
-        r.apply_at(3, begin("permits-2-0", 3, 40), 41);
-        r.apply_at(2, write("permits-2-0", 2, 50), 51);
-        assert_eq!(r.figures().overlaps, 0);
-        // The frozen one wakes and its guard says "held".
-        r.apply_at(1, write("permits-2-0", 1, 60), 61);
-        let f = r.figures();
-        assert_eq!((f.overlaps, f.permits, f.acquisitions), (1, 3, 3));
-    }
-
-    #[test]
-    fn the_longest_wait_while_nobody_holds_is_kept() {
-        let r = Register::new();
-        r.apply_at(1, begin("k", 1, 0), 1_000_000);
-        r.apply_at(2, Op::Waiting { key: "k".into() }, 2_000_000);
-        // Holder killed at 5 ms; the waiter gets the lock at 12 ms.
-        r.apply_at(1, Op::Lost { key: "k".into() }, 5_000_000);
-        r.apply_at(2, begin("k", 2, 0), 12_000_000);
-        assert_eq!(r.figures().longest_idle_wait_ms, 7);
-        assert_eq!(r.figures().losses, 1);
-    }
-}
+mod tests;

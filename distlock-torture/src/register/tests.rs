@@ -1,0 +1,170 @@
+use super::*;
+
+fn begin(key: &str, token: u64, claim: u64) -> Op {
+    Op::Begin {
+        key: key.into(),
+        token,
+        claim,
+    }
+}
+
+fn write(key: &str, token: u64, claim: u64) -> Op {
+    Op::Write {
+        key: key.into(),
+        token,
+        claim,
+    }
+}
+
+fn end(key: &str) -> Op {
+    Op::End { key: key.into() }
+}
+
+#[test]
+fn clean_hand_offs_count_nothing_unsafe() {
+    let r = Register::new();
+    assert_eq!(r.apply_at(1, begin("k", 1, 10), 11), Verdict::Accepted);
+    assert_eq!(r.apply_at(1, write("k", 1, 12), 13), Verdict::Accepted);
+    r.apply_at(1, end("k"), 14);
+    assert_eq!(r.apply_at(2, begin("k", 2, 15), 16), Verdict::Accepted);
+    let f = r.figures();
+    assert_eq!((f.acquisitions, f.writes_accepted), (2, 1));
+    assert_eq!(
+        (f.overlaps, f.unsafe_accepted, f.token_regressions),
+        (0, 0, 0)
+    );
+}
+
+#[test]
+fn a_replaced_holder_claiming_its_lock_after_the_takeover_is_an_overlap() {
+    let r = Register::new();
+    r.apply_at(1, begin("k", 1, 10), 11);
+    r.apply_at(2, begin("k", 2, 20), 21);
+    // Its guard said "held" at 30, after the new holder began at 21.
+    assert_eq!(r.apply_at(1, write("k", 1, 30), 31), Verdict::Stale);
+    let f = r.figures();
+    assert_eq!((f.overlaps, f.stale_rejected, f.unsafe_accepted), (1, 1, 0));
+}
+
+#[test]
+fn a_write_claimed_before_the_takeover_but_arriving_after_is_fenced_not_an_overlap() {
+    let r = Register::new();
+    r.apply_at(1, begin("k", 1, 10), 11);
+    r.apply_at(2, begin("k", 2, 20), 21);
+    // Checked at 15 (before the takeover), arrives at 40: the fencing
+    // check must refuse it, and no guard lied.
+    assert_eq!(r.apply_at(1, write("k", 1, 15), 40), Verdict::Stale);
+    let f = r.figures();
+    assert_eq!((f.overlaps, f.stale_rejected), (0, 1));
+}
+
+#[test]
+fn tokens_going_backwards_let_a_replaced_holders_write_through_and_are_counted() {
+    let r = Register::new();
+    r.apply_at(1, begin("k", 5, 10), 11);
+    // A restarted store hands out a lower token to someone else.
+    assert_eq!(r.apply_at(2, begin("k", 1, 20), 21), Verdict::Stale);
+    assert_eq!(r.apply_at(1, write("k", 5, 15), 30), Verdict::Accepted);
+    let f = r.figures();
+    assert_eq!((f.token_regressions, f.unsafe_accepted), (1, 1));
+}
+
+#[test]
+fn a_token_handed_to_two_clients_is_unsafe() {
+    let r = Register::new();
+    r.apply_at(1, begin("k", 3, 10), 11);
+    r.apply_at(1, end("k"), 12);
+    assert_eq!(r.apply_at(2, begin("k", 3, 20), 21), Verdict::Accepted);
+    let f = r.figures();
+    assert_eq!((f.token_regressions, f.unsafe_accepted), (1, 1));
+}
+
+#[test]
+fn keys_are_judged_apart() {
+    let r = Register::new();
+    r.apply_at(1, begin("a", 7, 10), 11);
+    r.apply_at(2, begin("b", 1, 12), 13);
+    r.apply_at(1, write("a", 7, 14), 15);
+    let f = r.figures();
+    assert_eq!(
+        (f.overlaps, f.unsafe_accepted, f.token_regressions),
+        (0, 0, 0)
+    );
+    assert_eq!(r.holders(), BTreeSet::from([1, 2]));
+}
+
+#[test]
+fn permits_up_to_the_limit_hold_side_by_side() {
+    let r = Register::new();
+    r.apply_at(1, begin("permits-2-0", 4, 10), 11);
+    r.apply_at(2, begin("permits-2-0", 5, 12), 13);
+    // Lower token than the newest permit: not stale, permits share.
+    assert_eq!(
+        r.apply_at(1, write("permits-2-0", 4, 14), 15),
+        Verdict::Accepted
+    );
+    r.apply_at(2, end("permits-2-0"), 16);
+    r.apply_at(3, begin("permits-2-0", 6, 17), 18);
+    r.apply_at(1, write("permits-2-0", 4, 19), 20);
+    let f = r.figures();
+    assert_eq!(
+        (
+            f.overlaps,
+            f.unsafe_accepted,
+            f.stale_rejected,
+            f.token_regressions
+        ),
+        (0, 0, 0, 0)
+    );
+}
+
+#[test]
+fn a_permit_holder_past_the_limit_claiming_its_permit_is_an_overlap() {
+    let r = Register::new();
+    r.apply_at(1, begin("permits-2-0", 1, 10), 11);
+    r.apply_at(2, begin("permits-2-0", 2, 12), 13);
+    // Client 1 goes silent (frozen); client 2 writes on.
+    r.apply_at(2, write("permits-2-0", 2, 30), 31);
+    // A third holder: one of the first two must have lost its permit.
+    r.apply_at(3, begin("permits-2-0", 3, 40), 41);
+    r.apply_at(2, write("permits-2-0", 2, 50), 51);
+    assert_eq!(r.figures().overlaps, 0);
+    // The frozen one wakes and its guard says "held": three held at 40.
+    r.apply_at(1, write("permits-2-0", 1, 60), 61);
+    let f = r.figures();
+    assert_eq!((f.overlaps, f.permits, f.acquisitions), (1, 3, 3));
+}
+
+#[test]
+fn a_permit_lost_while_its_holder_still_spoke_is_no_overlap() {
+    let r = Register::new();
+    r.apply_at(1, begin("permits-2-0", 1, 10), 11);
+    r.apply_at(2, begin("permits-2-0", 2, 12), 13);
+    // Client 1, cut off from the store, says "held" until its lease
+    // runs out at 40; client 2 last spoke at 12.
+    r.apply_at(1, write("permits-2-0", 1, 39), 40);
+    // The store gives client 1's lapsed permit to client 3.
+    r.apply_at(3, begin("permits-2-0", 3, 45), 46);
+    r.apply_at(2, write("permits-2-0", 2, 50), 51);
+    r.apply_at(
+        1,
+        Op::Lost {
+            key: "permits-2-0".into(),
+        },
+        52,
+    );
+    r.apply_at(3, write("permits-2-0", 3, 55), 56);
+    assert_eq!(r.figures().overlaps, 0);
+}
+
+#[test]
+fn the_longest_wait_while_nobody_holds_is_kept() {
+    let r = Register::new();
+    r.apply_at(1, begin("k", 1, 0), 1_000_000);
+    r.apply_at(2, Op::Waiting { key: "k".into() }, 2_000_000);
+    // Holder killed at 5 ms; the waiter gets the lock at 12 ms.
+    r.apply_at(1, Op::Lost { key: "k".into() }, 5_000_000);
+    r.apply_at(2, begin("k", 2, 0), 12_000_000);
+    assert_eq!(r.figures().longest_idle_wait_ms, 7);
+    assert_eq!(r.figures().losses, 1);
+}
