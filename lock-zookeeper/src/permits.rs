@@ -85,11 +85,10 @@ async fn pass(
     let guid = uuid::Uuid::new_v4().simple().to_string();
     let requested_at = Instant::now();
     // Armed before the create is sent (see `crate::queue`).
-    let by_guid = CleanupOnDrop::new(withdraw_by_guid(
-        client.clone(),
-        dir.to_owned(),
-        guid.clone(),
-    ));
+    let by_guid = {
+        let (client, dir, guid) = (client.clone(), dir.to_owned(), guid.clone());
+        CleanupOnDrop::new(move || withdraw_by_guid(client, dir, guid))
+    };
     let data = node_data(request.owner.as_str(), &request.value);
     let entry = Entry {
         dir,

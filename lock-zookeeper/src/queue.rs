@@ -101,11 +101,10 @@ async fn pass(
     let requested_at = Instant::now();
     // Armed before the create is sent: if we are dropped before its reply,
     // the node is found by its guid and deleted.
-    let by_guid = CleanupOnDrop::new(withdraw_by_guid(
-        client.clone(),
-        dir.to_owned(),
-        guid.clone(),
-    ));
+    let by_guid = {
+        let (client, dir, guid) = (client.clone(), dir.to_owned(), guid.clone());
+        CleanupOnDrop::new(move || withdraw_by_guid(client, dir, guid))
+    };
     let data = node_data(request.owner.as_str(), &request.value);
     let shared = request.kind == HoldKind::Shared;
     let kind = if shared {

@@ -29,34 +29,40 @@ where
 ///
 /// Backends put one around the store-side state an acquire creates (a queue
 /// entry, a key whose reply may be lost) so that a cancelled acquire
-/// removes it.
+/// removes it. The clean-up's future is built only when it is needed (on a
+/// drop while armed): arming costs one small allocation for the closure and
+/// what it captures, which matters on paths that arm and disarm on every
+/// acquisition.
 pub struct CleanupOnDrop {
-    work: Option<CleanupFuture>,
+    make: Option<MakeCleanup>,
     fallback: Option<Handle>,
 }
 
+type MakeCleanup = Box<dyn FnOnce() -> CleanupFuture + Send + 'static>;
+
 impl CleanupOnDrop {
-    /// Arms `work` to run in the background on drop.
-    pub fn new<F>(work: F) -> Self
+    /// Arms the clean-up `make` builds, to run in the background on drop.
+    pub fn new<M, F>(make: M) -> Self
     where
+        M: FnOnce() -> F + Send + 'static,
         F: Future<Output = ()> + Send + 'static,
     {
         Self {
-            work: Some(Box::pin(work)),
+            make: Some(Box::new(move || Box::pin(make()) as CleanupFuture)),
             fallback: Handle::try_current().ok(),
         }
     }
 
     /// Cancels the clean-up: the state it guarded is now owned elsewhere.
     pub fn disarm(mut self) {
-        self.work = None;
+        self.make = None;
     }
 }
 
 impl Drop for CleanupOnDrop {
     fn drop(&mut self) {
-        if let Some(work) = self.work.take() {
-            spawn_detached(self.fallback.as_ref(), work);
+        if let Some(make) = self.make.take() {
+            spawn_detached(self.fallback.as_ref(), make());
         }
     }
 }
@@ -64,7 +70,7 @@ impl Drop for CleanupOnDrop {
 impl fmt::Debug for CleanupOnDrop {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CleanupOnDrop")
-            .field("armed", &self.work.is_some())
+            .field("armed", &self.make.is_some())
             .finish()
     }
 }
@@ -80,7 +86,7 @@ mod tests {
         let ran = Arc::new(AtomicBool::new(false));
         let (tx, rx) = tokio::sync::oneshot::channel();
         let flag = ran.clone();
-        drop(CleanupOnDrop::new(async move {
+        drop(CleanupOnDrop::new(move || async move {
             flag.store(true, Ordering::SeqCst);
             let _ = tx.send(());
         }));
@@ -89,7 +95,7 @@ mod tests {
 
         let never = Arc::new(AtomicBool::new(false));
         let flag = never.clone();
-        CleanupOnDrop::new(async move { flag.store(true, Ordering::SeqCst) }).disarm();
+        CleanupOnDrop::new(move || async move { flag.store(true, Ordering::SeqCst) }).disarm();
         tokio::task::yield_now().await;
         assert!(!never.load(Ordering::SeqCst));
     }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, PutOptions, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, GetOptions, KeyValue, PutOptions, Txn, TxnOp};
 use lock_core::backend::{AcquireRequest, CleanupOnDrop, WaitMode};
 use lock_core::{HoldKind, LockError};
 
@@ -28,7 +28,7 @@ impl Entry {
     /// Puts our entry and reads the two entries before it, in one
     /// transaction.
     pub(super) async fn enqueue(
-        shared: &Shared,
+        shared: &Arc<Shared>,
         prefix: &[u8],
         lease: &Lease,
         request: &AcquireRequest,
@@ -41,11 +41,10 @@ impl Entry {
         let key = name.key().to_vec();
         // Armed before the request leaves: if this call is dropped while
         // the reply is in flight, the entry may exist and must go.
-        let cleanup = CleanupOnDrop::new(delete_entry(
-            shared.client.clone(),
-            Arc::clone(&name),
-            shared.config.response_timeout,
-        ));
+        let cleanup = {
+            let (shared, name) = (Arc::clone(shared), Arc::clone(&name));
+            CleanupOnDrop::new(move || delete_entry(shared, name))
+        };
         let put = PutOptions::new().with_lease(lease.id());
         // The name is reserved for this call, so "create if absent" makes a
         // retry after a lost reply harmless: the else branch finds the
@@ -113,13 +112,13 @@ impl Entry {
 /// connection (etcd handles each request on its own): delete once more a
 /// little later, which is harmless since the name stays reserved for this
 /// call until then.
-async fn delete_entry(client: Client, name: Arc<EntryName>, response_timeout: Duration) {
+async fn delete_entry(shared: Arc<Shared>, name: Arc<EntryName>) {
     const SECOND_TRY_AFTER: Duration = Duration::from_millis(250);
     let key = name.key().to_vec();
     let delete = || {
-        let deadline = Instant::now() + response_timeout;
+        let deadline = Instant::now() + shared.config.response_timeout;
         with_retries(deadline, "cannot delete an abandoned queue entry", || {
-            let mut kv = client.kv_client();
+            let mut kv = shared.client.kv_client();
             let key = key.clone();
             async move { kv.delete(key, None).await }
         })

@@ -49,12 +49,11 @@ impl RedlockBackend {
         // Covers cancellation only; a failed round is undone inline below,
         // so no background undo can delete what a later round of the same
         // acquisition (same owner) takes.
-        let undo_on_drop = CleanupOnDrop::new(undo(
-            Arc::clone(inner),
-            keys.clone(),
-            owner.to_owned(),
-            request.ttl,
-        ));
+        let undo_on_drop = {
+            let (inner, keys, owner) = (Arc::clone(inner), keys.clone(), owner.to_owned());
+            let ttl = request.ttl;
+            CleanupOnDrop::new(move || undo(inner, keys, owner, ttl))
+        };
         let tally = self
             .acquire_on_all(keys, owner, request.ttl, &request.value)
             .await;
