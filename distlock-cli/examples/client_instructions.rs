@@ -50,7 +50,7 @@ fn main() {
 enum Raw {
     Redis(redis::aio::ConnectionManager),
     #[cfg(feature = "etcd")]
-    Etcd(etcd_client::KvClient),
+    Etcd(Box<etcd_client::KvClient>),
 }
 
 impl Raw {
@@ -61,7 +61,7 @@ impl Raw {
                 .expect("an etcd URL")
                 .config;
             let client = config.connect().await.expect("an etcd client");
-            return Self::Etcd(client.kv_client());
+            return Self::Etcd(Box::new(client.kv_client()));
         }
         let config = lock_core::url::parse::<lock_redis::RedisStore>(url)
             .expect("a Redis URL (or an etcd URL with the etcd feature)")
