@@ -277,15 +277,35 @@ impl Conn {
         timeouts: Timeouts,
         call: &ScriptCall<'_>,
     ) -> Result<T, LockError> {
-        let mut invocation = call.script.prepare_invoke();
+        // EVALSHA built in one buffer (a `ScriptInvocation` allocates for
+        // every key and argument, then copies them into a command).
+        let key_bytes: usize = call.keys.iter().map(|key| key.len()).sum();
+        let mut cmd = redis::Cmd::with_capacity(
+            3 + call.keys.len() + call.args.len(),
+            // EVALSHA, the hash, the key count, the keys, and room for
+            // the arguments (owner ids, numbers, channel names).
+            7 + 40 + 2 + key_bytes + 32 * call.args.len(),
+        );
+        cmd.arg("EVALSHA")
+            .arg(call.script.get_hash())
+            .arg(call.keys.len());
         for key in call.keys {
-            invocation.key(*key);
+            cmd.arg(*key);
         }
         for arg in call.args {
-            arg.push_to(&mut invocation);
+            arg.push_to(&mut cmd);
         }
         self.run(call.what, timeouts, async |link| {
-            invocation.invoke_async(link).await
+            match cmd.query_async(link).await {
+                // Not cached by the server (restarted, flushed): load, again.
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    call.script.load_async(link).await?;
+                    cmd.query_async(link).await
+                }
+                result => result,
+            }
         })
         .await
     }
@@ -361,12 +381,12 @@ impl Conn {
 
 /// A script argument of any of the few types the scripts take.
 pub(crate) trait ToArg: Sync {
-    fn push_to(&self, invocation: &mut redis::ScriptInvocation<'_>);
+    fn push_to(&self, cmd: &mut redis::Cmd);
 }
 
 impl<T: ToRedisArgs + Sync> ToArg for T {
-    fn push_to(&self, invocation: &mut redis::ScriptInvocation<'_>) {
-        invocation.arg(self);
+    fn push_to(&self, cmd: &mut redis::Cmd) {
+        cmd.arg(self);
     }
 }
 
