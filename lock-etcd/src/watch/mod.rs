@@ -128,7 +128,9 @@ impl Watch {
 /// Deletion watches over one shared, self-healing watch stream.
 #[derive(Clone)]
 pub(crate) struct WatchHub {
-    client: WatchClient,
+    /// Shared: cloning a gRPC client costs more than the rest of a watch
+    /// registration, and every held lock's guard holds a hub.
+    client: Arc<WatchClient>,
     next_id: Arc<AtomicI64>,
     /// Watches not yet due for the server, shared with the task so that
     /// queuing and dropping one wakes nobody.
@@ -164,7 +166,7 @@ impl WatchHub {
     /// A hub using `client`; its task starts with the first watch.
     pub(crate) fn new(client: WatchClient) -> Self {
         Self {
-            client,
+            client: Arc::new(client),
             next_id: Arc::new(AtomicI64::new(1)),
             delayed: Arc::new(Mutex::new(Delayed::default())),
             commands: Arc::new(Mutex::new(None)),
@@ -280,7 +282,7 @@ impl WatchHub {
         let (tx, rx) = mpsc::unbounded_channel();
         let _ = tx.send(command);
         let delayed = Arc::clone(&self.delayed);
-        runtime.spawn(task::run(self.client.clone(), rx, delayed));
+        runtime.spawn(task::run(WatchClient::clone(&self.client), rx, delayed));
         *commands = Some(tx);
     }
 }
