@@ -55,6 +55,8 @@ mod key;
 mod locker;
 mod loss;
 pub mod memory;
+#[cfg(feature = "metrics")]
+mod metric_keys;
 mod options;
 mod owner;
 mod renewal;

@@ -18,7 +18,7 @@ use crate::options::{LockOptions, LockerOptions, WaitLimit};
 use crate::owner::OwnerId;
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
-use crate::telemetry::{Labels, Taking, Waiting};
+use crate::telemetry::{Labels, MetricKeys, Taking, Waiting};
 use crate::watch::HolderWatch;
 
 /// Takes locks in one store and namespace.
@@ -51,6 +51,8 @@ pub struct Locker {
     /// Renews the leases of this locker's guards (shared by its clones and
     /// by the handles made with other options).
     keeper: LeaseKeeper,
+    /// The metric keys of this locker's store and namespace.
+    metric_keys: MetricKeys,
 }
 
 impl Locker {
@@ -60,6 +62,7 @@ impl Locker {
             backend,
             options: Arc::new(options),
             keeper: LeaseKeeper::default(),
+            metric_keys: MetricKeys::default(),
         }
     }
 
@@ -79,6 +82,8 @@ impl Locker {
             backend: Arc::clone(&self.backend),
             options: Arc::new(options),
             keeper: self.keeper.clone(),
+            // The namespace may differ: keys of its own.
+            metric_keys: MetricKeys::default(),
         }
     }
 
@@ -298,7 +303,12 @@ impl Locker {
         let kind = taking.hold_kind();
         self.check_kind(kind)?;
         let started = Instant::now();
-        let labels = Labels::new(self.backend.name(), &self.options.namespace, taking);
+        let labels = Labels::new(
+            &self.metric_keys,
+            self.backend.name(),
+            &self.options.namespace,
+            taking,
+        );
         let waiting = Waiting::start(&labels, wait.may_wait());
         let (reporter, signal) = loss_channel();
         let request = AcquireRequest {

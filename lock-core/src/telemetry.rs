@@ -19,6 +19,16 @@ use crate::info::HoldKind;
 use crate::key::Namespace;
 use crate::loss::LossReason;
 
+#[cfg(feature = "metrics")]
+pub(crate) use crate::metric_keys::MetricKeys;
+
+/// Nothing to keep when metrics are compiled out.
+#[cfg(not(feature = "metrics"))]
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MetricKeys {
+    _none: (),
+}
+
 /// Histogram: seconds from the call to the lock being taken or the call
 /// giving up; label `outcome` = `acquired`, `timeout` (also a refused
 /// `try_*` call) or `error`.
@@ -89,8 +99,9 @@ impl Taking {
         }
     }
 
+    /// The `kind` label.
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Self::Lock => "lock",
             Self::Read => "read",
@@ -99,50 +110,67 @@ impl Taking {
             Self::Leader => "leader",
         }
     }
+
+    /// Which of a locker's key tables this kind uses.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn index(self) -> usize {
+        match self {
+            Self::Lock => 0,
+            Self::Read => 1,
+            Self::Write => 2,
+            Self::Permit { .. } => 3,
+            Self::Leader => 4,
+        }
+    }
 }
 
-/// The labels every metric of one acquisition carries.
+/// Where the records of lock-core say they come from, as the `metrics`
+/// macros would.
+#[cfg(feature = "metrics")]
+static METADATA: metrics::Metadata<'static> =
+    metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
+/// The labels every metric of one acquisition carries, as keys built
+/// ahead (see [`crate::metric_keys`]).
 #[derive(Clone, Debug)]
 pub(crate) struct Labels {
     #[cfg(feature = "metrics")]
-    base: [metrics::Label; 3],
+    keys: std::sync::Arc<crate::metric_keys::KeyTable>,
 }
 
 impl Labels {
-    pub(crate) fn new(store: &'static str, namespace: &Namespace, taking: Taking) -> Self {
+    /// The labels of a `taking` acquisition on `store` in `namespace`,
+    /// from the locker's `keys`.
+    pub(crate) fn new(
+        keys: &MetricKeys,
+        store: &'static str,
+        namespace: &Namespace,
+        taking: Taking,
+    ) -> Self {
         #[cfg(not(feature = "metrics"))]
-        let _ = (store, namespace, taking);
+        let _ = (keys, store, namespace, taking);
         Self {
             #[cfg(feature = "metrics")]
-            base: [
-                metrics::Label::from_static_parts("store", store),
-                // Shared: each record clones the labels.
-                metrics::Label::new("namespace", metrics::SharedString::from(namespace.shared())),
-                metrics::Label::from_static_parts("kind", taking.label()),
-            ],
+            keys: keys.table(store, namespace, taking),
         }
-    }
-
-    #[cfg(feature = "metrics")]
-    fn with(&self, extra: Option<(&'static str, &'static str)>) -> Vec<metrics::Label> {
-        let mut labels = Vec::with_capacity(4);
-        labels.extend(self.base.iter().cloned());
-        if let Some((name, value)) = extra {
-            labels.push(metrics::Label::from_static_parts(name, value));
-        }
-        labels
     }
 
     fn count(&self, name: &'static str, extra: Option<(&'static str, &'static str)>) {
         #[cfg(feature = "metrics")]
-        metrics::counter!(name, self.with(extra)).increment(1);
+        {
+            let key = self.keys.key(name, extra);
+            metrics::with_recorder(|r| r.register_counter(&key, &METADATA)).increment(1);
+        }
         #[cfg(not(feature = "metrics"))]
         let _ = (name, extra);
     }
 
     fn gauge(&self, name: &'static str, change: f64) {
         #[cfg(feature = "metrics")]
-        metrics::gauge!(name, self.with(None)).increment(change);
+        {
+            let key = self.keys.key(name, None);
+            metrics::with_recorder(|r| r.register_gauge(&key, &METADATA)).increment(change);
+        }
         #[cfg(not(feature = "metrics"))]
         let _ = (name, change);
     }
@@ -154,7 +182,11 @@ impl Labels {
         d: Duration,
     ) {
         #[cfg(feature = "metrics")]
-        metrics::histogram!(name, self.with(extra)).record(d.as_secs_f64());
+        {
+            let key = self.keys.key(name, extra);
+            metrics::with_recorder(|r| r.register_histogram(&key, &METADATA))
+                .record(d.as_secs_f64());
+        }
         #[cfg(not(feature = "metrics"))]
         let _ = (name, extra, d);
     }
