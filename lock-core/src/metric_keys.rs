@@ -8,6 +8,7 @@
 //! installed at that moment, so installing one after a locker was made
 //! loses nothing.
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use metrics::{Key, Label, SharedString};
@@ -91,10 +92,10 @@ impl KeyTable {
 
     /// The key of metric `name` with `extra`: the one built ahead, or (for
     /// a series missing from the list) a new one.
-    pub(crate) fn key(&self, name: &'static str, extra: Extra) -> KeyRef<'_> {
+    pub(crate) fn key(&self, name: &'static str, extra: Extra) -> Cow<'_, Key> {
         match self.keys.iter().find(|(n, e, _)| *n == name && *e == extra) {
-            Some((_, _, key)) => KeyRef::Built(key),
-            None => KeyRef::Made(self.build(name, extra)),
+            Some((_, _, key)) => Cow::Borrowed(key),
+            None => Cow::Owned(self.build(name, extra)),
         }
     }
 
@@ -108,23 +109,6 @@ impl KeyTable {
     }
 }
 
-/// A key from a [`KeyTable`].
-pub(crate) enum KeyRef<'a> {
-    Built(&'a Key),
-    Made(Key),
-}
-
-impl std::ops::Deref for KeyRef<'_> {
-    type Target = Key;
-
-    fn deref(&self) -> &Key {
-        match self {
-            Self::Built(key) => key,
-            Self::Made(key) => key,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,7 +119,7 @@ mod tests {
         let keys = MetricKeys::default();
         let table = keys.table("mem", &namespace, Taking::Read);
         for &(name, extra) in SERIES {
-            let KeyRef::Built(key) = table.key(name, extra) else {
+            let Cow::Borrowed(key) = table.key(name, extra) else {
                 panic!("{name} {extra:?} not built ahead");
             };
             assert_eq!(*key, table.build(name, extra));
@@ -145,7 +129,7 @@ mod tests {
                 [("store", "mem"), ("namespace", "ns"), ("kind", "read")]
             );
         }
-        assert!(matches!(table.key("other", None), KeyRef::Made(_)));
+        assert!(matches!(table.key("other", None), Cow::Owned(_)));
         // One table per kind, made once.
         let again = keys.table("mem", &namespace, Taking::Read);
         assert!(Arc::ptr_eq(&table, &again));

@@ -179,6 +179,11 @@ struct KeyState {
 }
 
 impl KeyState {
+    /// The state of `key` in `keys`, made on first use.
+    fn of_key<'a>(keys: &'a mut BTreeMap<String, KeyState>, key: &str) -> &'a mut KeyState {
+        keys.entry(key.to_owned()).or_insert_with(|| Self::of(key))
+    }
+
     fn of(key: &str) -> Self {
         Self {
             limit: Primitive::of(key).limit() as usize,
@@ -256,24 +261,16 @@ impl Register {
         let before = figures.violations();
         let (key, verdict) = match op {
             Op::Waiting { key } => {
-                keys.entry(key.clone())
-                    .or_insert_with(|| KeyState::of(&key))
-                    .waiting
-                    .insert(client);
+                KeyState::of_key(keys, &key).waiting.insert(client);
                 (key, Verdict::Accepted)
             }
             Op::GaveUp { key } => {
                 figures.gave_up += 1;
-                keys.entry(key.clone())
-                    .or_insert_with(|| KeyState::of(&key))
-                    .waiting
-                    .remove(&client);
+                KeyState::of_key(keys, &key).waiting.remove(&client);
                 (key, Verdict::Accepted)
             }
             Op::Begin { key, token, claim } => {
-                let entry = keys
-                    .entry(key.clone())
-                    .or_insert_with(|| KeyState::of(&key));
+                let entry = KeyState::of_key(keys, &key);
                 figures.acquisitions += 1;
                 match Primitive::of(&key) {
                     Primitive::Election => figures.leaderships += 1,
@@ -301,26 +298,18 @@ impl Register {
                 (key, entry.fenced(client, token, claim, figures))
             }
             Op::Write { key, token, claim } => {
-                let entry = keys
-                    .entry(key.clone())
-                    .or_insert_with(|| KeyState::of(&key));
+                let entry = KeyState::of_key(keys, &key);
                 let verdict = entry.fenced(client, token, claim, figures);
                 figures.writes_accepted += u64::from(verdict == Verdict::Accepted);
                 (key, verdict)
             }
             Op::End { key } => {
-                keys.entry(key.clone())
-                    .or_insert_with(|| KeyState::of(&key))
-                    .holdings
-                    .remove(&client);
+                KeyState::of_key(keys, &key).holdings.remove(&client);
                 (key, Verdict::Accepted)
             }
             Op::Lost { key } => {
                 figures.losses += 1;
-                keys.entry(key.clone())
-                    .or_insert_with(|| KeyState::of(&key))
-                    .holdings
-                    .remove(&client);
+                KeyState::of_key(keys, &key).holdings.remove(&client);
                 (key, Verdict::Accepted)
             }
         };
