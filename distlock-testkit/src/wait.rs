@@ -74,7 +74,13 @@ where
         match timeout(remaining, f()).await.map(Check::outcome) {
             Ok(Ok(value)) => return Ok(value),
             Ok(Err(reason)) => last_reason = reason.or(last_reason),
-            Err(_) => last_reason = Some("the last check hung".into()),
+            // Cut off at the deadline: keep what the checks before it said.
+            Err(_) => {
+                last_reason = Some(match last_reason {
+                    Some(reason) => format!("{reason}; the check after it hung"),
+                    None => "the last check hung".into(),
+                })
+            }
         }
         if Instant::now() >= deadline {
             let why = last_reason

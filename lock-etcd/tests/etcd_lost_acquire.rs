@@ -96,22 +96,33 @@ async fn an_acquire_whose_reply_was_lost_leaves_no_orphan_entry() {
     }
     let key = late.expect("no attempt reached the member after its caller gave up");
 
-    // Nothing of it stays: the key is free, with no entry in its queue.
-    let guard = b.try_lock(&key).await.unwrap().expect("the lock is free");
+    // Nothing of it stays: the abandoned call's clean-up deletes the entry
+    // (a second time a moment later if its first delete ran before the
+    // late put), so the queue empties within seconds and the key is free.
     let queue = distlock_testkit::layout::etcd_queue_prefix(&b.name(&key).unwrap());
-    let entries = raw
-        .kv_client()
-        .get(
-            queue,
-            Some(
-                etcd_client::GetOptions::new()
-                    .with_prefix()
-                    .with_count_only(),
-            ),
-        )
-        .await
-        .unwrap()
-        .count();
-    assert_eq!(entries, 1, "entries besides the new holder's");
+    let entries = || async {
+        raw.kv_client()
+            .get(
+                queue.clone(),
+                Some(
+                    etcd_client::GetOptions::new()
+                        .with_prefix()
+                        .with_count_only(),
+                ),
+            )
+            .await
+            .unwrap()
+            .count()
+    };
+    eventually(Duration::from_secs(5), "the late entry deleted", || async {
+        match entries().await {
+            0 => Ok(()),
+            n => Err(format!("{n} entries in the queue")),
+        }
+    })
+    .await
+    .unwrap();
+    let guard = b.try_lock(&key).await.unwrap().expect("the lock is free");
+    assert_eq!(entries().await, 1, "entries besides the new holder's");
     guard.release().await.unwrap();
 }
