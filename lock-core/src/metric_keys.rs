@@ -14,34 +14,10 @@ use std::sync::{Arc, OnceLock};
 use metrics::{Key, Label, SharedString};
 
 use crate::key::Namespace;
-use crate::telemetry::{self as t, Taking};
+use crate::telemetry::{Taking, SERIES};
 
 /// An extra label of one record: `(name, value)`.
 pub(crate) type Extra = Option<(&'static str, &'static str)>;
-
-/// Every series lock-core records, beyond the base labels.
-const SERIES: &[(&str, Extra)] = &[
-    (t::ACQUIRE_WAIT_SECONDS, Some(("outcome", "acquired"))),
-    (t::ACQUIRE_WAIT_SECONDS, Some(("outcome", "timeout"))),
-    (t::ACQUIRE_WAIT_SECONDS, Some(("outcome", "error"))),
-    (t::HOLD_SECONDS, None),
-    (t::ACQUISITIONS_TOTAL, None),
-    (t::RELEASES_TOTAL, None),
-    (t::LOSSES_TOTAL, Some(("reason", "renewal_refused"))),
-    (t::LOSSES_TOTAL, Some(("reason", "validity_expired"))),
-    (t::LOSSES_TOTAL, Some(("reason", "session_expired"))),
-    (t::LOSSES_TOTAL, Some(("reason", "taken_away"))),
-    (t::RENEWALS_TOTAL, Some(("result", "ok"))),
-    (t::RENEWALS_TOTAL, Some(("result", "lost"))),
-    (t::RENEWALS_TOTAL, Some(("result", "error"))),
-    (t::STORE_ERRORS_TOTAL, Some(("error", "unavailable"))),
-    (t::STORE_ERRORS_TOTAL, Some(("error", "backend"))),
-    (t::STORE_ERRORS_TOTAL, Some(("error", "invalid_config"))),
-    (t::STORE_ERRORS_TOTAL, Some(("error", "not_supported"))),
-    (t::STORE_ERRORS_TOTAL, Some(("error", "other"))),
-    (t::LOCKS_HELD, None),
-    (t::WAITERS, None),
-];
 
 /// The kinds of hold, one table each (their `kind` label differs).
 const KINDS: usize = 5;

@@ -193,16 +193,9 @@ impl Labels {
 
     /// A store error met while `doing` something (counted by its kind).
     pub(crate) fn store_error(&self, error: &LockError) {
-        let kind = match error {
-            LockError::Unavailable { .. } => "unavailable",
-            LockError::Backend { .. } => "backend",
-            LockError::InvalidConfig { .. } => "invalid_config",
-            LockError::NotSupported { .. } => "not_supported",
-            // Outcomes, not failures of the store.
-            LockError::Lost { .. } | LockError::Timeout { .. } => return,
-            _ => "other",
-        };
-        self.count(STORE_ERRORS_TOTAL, Some(("error", kind)));
+        if let Some(kind) = error_kind(error) {
+            self.count(STORE_ERRORS_TOTAL, Some(("error", kind)));
+        }
     }
 
     /// A renewal or check came back with `outcome`.
@@ -231,6 +224,56 @@ impl Labels {
             }
         };
         self.seconds(ACQUIRE_WAIT_SECONDS, Some(("outcome", outcome)), waited);
+    }
+}
+
+/// Every series lock-core records, beyond the base labels: what a locker
+/// builds its metric keys for ahead (see `metric_keys`). The label values
+/// are those the functions below record.
+#[cfg(feature = "metrics")]
+pub(crate) const SERIES: &[(&str, crate::metric_keys::Extra)] = &[
+    (ACQUIRE_WAIT_SECONDS, Some(("outcome", "acquired"))),
+    (ACQUIRE_WAIT_SECONDS, Some(("outcome", "timeout"))),
+    (ACQUIRE_WAIT_SECONDS, Some(("outcome", "error"))),
+    (HOLD_SECONDS, None),
+    (ACQUISITIONS_TOTAL, None),
+    (RELEASES_TOTAL, None),
+    (LOSSES_TOTAL, Some(("reason", "renewal_refused"))),
+    (LOSSES_TOTAL, Some(("reason", "validity_expired"))),
+    (LOSSES_TOTAL, Some(("reason", "session_expired"))),
+    (LOSSES_TOTAL, Some(("reason", "taken_away"))),
+    (RENEWALS_TOTAL, Some(("result", "ok"))),
+    (RENEWALS_TOTAL, Some(("result", "lost"))),
+    (RENEWALS_TOTAL, Some(("result", "error"))),
+    (STORE_ERRORS_TOTAL, Some(("error", "unavailable"))),
+    (STORE_ERRORS_TOTAL, Some(("error", "backend"))),
+    (STORE_ERRORS_TOTAL, Some(("error", "invalid_config"))),
+    (STORE_ERRORS_TOTAL, Some(("error", "not_supported"))),
+    (STORE_ERRORS_TOTAL, Some(("error", "other"))),
+    (LOCKS_HELD, None),
+    (WAITERS, None),
+];
+
+/// The `error` label of a store error; `None` for an outcome that is not
+/// a failure of the store (a lost lock, a timeout).
+fn error_kind(error: &LockError) -> Option<&'static str> {
+    Some(match error {
+        LockError::Unavailable { .. } => "unavailable",
+        LockError::Backend { .. } => "backend",
+        LockError::InvalidConfig { .. } => "invalid_config",
+        LockError::NotSupported { .. } => "not_supported",
+        LockError::Lost { .. } | LockError::Timeout { .. } => return None,
+        _ => "other",
+    })
+}
+
+/// The `reason` label of a loss.
+fn loss_reason(reason: LossReason) -> &'static str {
+    match reason {
+        LossReason::RenewalRefused => "renewal_refused",
+        LossReason::ValidityExpired => "validity_expired",
+        LossReason::SessionExpired => "session_expired",
+        LossReason::TakenAway => "taken_away",
     }
 }
 
@@ -319,13 +362,40 @@ impl Holding {
     /// The lock is known lost.
     pub(crate) fn lost(&self, reason: LossReason) {
         if self.end() {
-            let reason = match reason {
-                LossReason::RenewalRefused => "renewal_refused",
-                LossReason::ValidityExpired => "validity_expired",
-                LossReason::SessionExpired => "session_expired",
-                LossReason::TakenAway => "taken_away",
-            };
+            let reason = loss_reason(reason);
             self.labels.count(LOSSES_TOTAL, Some(("reason", reason)));
+        }
+    }
+}
+
+#[cfg(all(test, feature = "metrics"))]
+mod tests {
+    use super::*;
+
+    /// Every label value recorded is in [`SERIES`], so its key is built
+    /// ahead rather than for each record.
+    #[test]
+    fn every_recorded_label_is_built_ahead() {
+        let built = |name, extra| SERIES.contains(&(name, Some(extra)));
+        for reason in [
+            LossReason::RenewalRefused,
+            LossReason::ValidityExpired,
+            LossReason::SessionExpired,
+            LossReason::TakenAway,
+        ] {
+            assert!(built(LOSSES_TOTAL, ("reason", loss_reason(reason))));
+        }
+        for error in [
+            LockError::unavailable("x", "y"),
+            LockError::backend("x", "y"),
+            LockError::invalid_config("x"),
+            LockError::not_supported("mem", "x"),
+            LockError::InvalidKey {
+                reason: String::new(),
+            },
+        ] {
+            let kind = error_kind(&error).expect("a store error");
+            assert!(built(STORE_ERRORS_TOTAL, ("error", kind)), "{kind}");
         }
     }
 }
