@@ -211,6 +211,18 @@ impl Locker {
         self.backend.force_release(&name).await
     }
 
+    /// Removes everything the store keeps for this locker's namespace:
+    /// every hold, waiter, stored limit and fencing counter in it (see
+    /// [`Backend::purge_namespace`](crate::backend::Backend::purge_namespace)).
+    /// Holders in the namespace lose their locks and its tokens may start
+    /// again from the bottom, so this is for namespaces nobody uses any
+    /// more: those a test, `distlock check` or a benchmark made for
+    /// itself. Fails with [`LockError::NotSupported`] where the store
+    /// cannot do it.
+    pub async fn purge_namespace(&self) -> Result<(), LockError> {
+        self.backend.purge_namespace(self.namespace()).await
+    }
+
     /// The semaphore called `name`: at most `limit` (1 to
     /// [`MAX_SEMAPHORE_LIMIT`](crate::MAX_SEMAPHORE_LIMIT)) permits held
     /// at once, with this locker's store, namespace and ttl. Names follow

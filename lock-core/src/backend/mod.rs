@@ -62,7 +62,7 @@ use std::time::{Duration, Instant};
 use crate::error::LockError;
 pub use crate::info::HoldKind;
 use crate::info::LockInfo;
-use crate::key::LockName;
+use crate::key::{LockName, Namespace};
 use crate::owner::OwnerId;
 use crate::token::FencingToken;
 
@@ -135,6 +135,24 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
         Err(LockError::not_supported(
             self.name(),
             "removing another owner's lock",
+        ))
+    }
+
+    /// Removes everything the store keeps for `namespace`: holds, waiters,
+    /// stored limits, fencing counters and the containers they live in,
+    /// so that a namespace made for a test, a `distlock check` or a
+    /// benchmark leaves nothing behind. Holders in the namespace lose
+    /// their locks (their guards report it once the backend notices), and
+    /// its fencing tokens may start again from the bottom: use it only on
+    /// a namespace no process uses any more. Other namespaces are not
+    /// touched. Removing a namespace that holds nothing succeeds.
+    ///
+    /// The default refuses with [`LockError::NotSupported`].
+    async fn purge_namespace(&self, namespace: &Namespace) -> Result<(), LockError> {
+        let _ = namespace;
+        Err(LockError::not_supported(
+            self.name(),
+            "removing a whole namespace",
         ))
     }
 }

@@ -89,6 +89,7 @@ macro_rules! __conformance_case_names {
             tokens_increase_across_expiry,
             independent_keys_do_not_block,
             namespaces_isolate,
+            purging_a_namespace_spares_others,
             unusual_keys_work,
             invalid_keys_are_rejected,
             dropped_lock_call_leaves_nothing_behind,

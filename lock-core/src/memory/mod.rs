@@ -28,7 +28,7 @@ use crate::backend::{
 };
 use crate::error::LockError;
 use crate::info::LockInfo;
-use crate::key::LockName;
+use crate::key::{LockName, Namespace};
 use crate::loss::LossReason;
 use crate::owner::OwnerId;
 use crate::token::FencingToken;
@@ -258,6 +258,14 @@ impl Backend for MemoryBackend {
         let (any_live, woken) = self.store.table().remove_all(&id);
         self.store.woke(&id, woken);
         Ok(any_live)
+    }
+
+    async fn purge_namespace(&self, namespace: &Namespace) -> Result<(), LockError> {
+        let changed = self.store.table().purge_namespace(namespace);
+        for (id, woken) in changed {
+            self.store.woke(&id, woken);
+        }
+        Ok(())
     }
 }
 

@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use crate::backend::{AcquireRequest, LossReporter};
 use crate::error::LockError;
 use crate::info::{HoldKind, LockInfo};
-use crate::key::LockName;
+use crate::key::{LockName, Namespace};
 use crate::loss::LossReason;
 use crate::owner::OwnerId;
 use crate::token::FencingToken;
@@ -309,6 +309,34 @@ impl Table {
             entry.reporter.report(LossReason::TakenAway);
         }
         (any_live, self.dispatch(id))
+    }
+
+    /// Removes every hold in `namespace` (each holder is told it was taken
+    /// away) and forgets its objects and counters. Waiters already queued
+    /// stay queued and are granted as if they had just asked. Returns the
+    /// objects that changed and the wake-ups this causes.
+    pub(super) fn purge_namespace(
+        &mut self,
+        namespace: &Namespace,
+    ) -> Vec<(ObjectId, Vec<Arc<Notify>>)> {
+        let ids: Vec<ObjectId> = self
+            .objects
+            .keys()
+            .filter(|id| id.name.namespace() == namespace)
+            .cloned()
+            .collect();
+        let changed: Vec<_> = ids
+            .into_iter()
+            .map(|id| {
+                let (_, woken) = self.remove_all(&id);
+                self.forget_if_unused(&id);
+                (id, woken)
+            })
+            .collect();
+        let objects = &self.objects;
+        self.counters
+            .retain(|id, _| id.name.namespace() != namespace || objects.contains_key(id));
+        changed
     }
 
     fn grant(&mut self, id: &ObjectId, ask: Ask, now: Instant) -> FencingToken {

@@ -171,6 +171,37 @@ pub async fn namespaces_isolate(factory: &dyn LockerFactory) -> CaseResult {
     Ok(Outcome::Passed)
 }
 
+/// Purging a namespace frees every lock in it at once (their holders
+/// learn they lost them) and leaves the same key in another namespace
+/// alone.
+pub async fn purging_a_namespace_spares_others(factory: &dyn LockerFactory) -> CaseResult {
+    let (_, purger, newcomer) = two_lockers(factory, "purge_a", TTL).await?;
+    let bystander = factory.open(&settings("purge_b", TTL)).await?;
+    let purged = purger.lock("k").await?;
+    let spared = bystander.lock("k").await?;
+    match purger.purge_namespace().await {
+        Err(LockError::NotSupported { .. }) => {
+            return Ok(Outcome::NotApplicable("removing a whole namespace"))
+        }
+        other => other?,
+    }
+    let taken = newcomer
+        .lock_with("k", wait(Duration::ZERO))
+        .await
+        .expect("the purged namespace still holds the lock");
+    tokio::time::timeout(TTL + SLACK, purged.lost())
+        .await
+        .expect("the holder in the purged namespace was never told it lost its lock");
+    assert!(!purged.is_held());
+    let seen = bystander
+        .inspect("k")
+        .await?
+        .expect("the other namespace lost its lock");
+    assert_eq!(seen.owner, spared.owner().as_str());
+    taken.release().await?;
+    passes_if_still_held(spared).await
+}
+
 /// A locker does not get a key it already holds.
 pub async fn locks_are_not_reentrant(factory: &dyn LockerFactory) -> CaseResult {
     let settings = settings("not_reentrant", TTL);
