@@ -64,9 +64,18 @@ Takes the lock KEY, runs CMD while holding it (renewing it in the background), \
 releases it when CMD exits, and exits with CMD's code.
 
 CMD gets DISTLOCK_KEY, DISTLOCK_TOKEN (the fencing token), DISTLOCK_OWNER and \
-DISTLOCK_NAMESPACE in its environment and inherits stdin/stdout/stderr. SIGINT, \
-SIGTERM and SIGHUP sent to distlock are forwarded to CMD; distlock then waits for \
-CMD, releases the lock and exits with CMD's code.";
+DISTLOCK_NAMESPACE in its environment and inherits stdin/stdout/stderr.
+
+CMD and every process it starts are one job, and the lock is released only when \
+all of it is gone. CMD runs in a process group of its own (in the foreground of \
+distlock's terminal, if distlock has one: Ctrl-C and Ctrl-Z reach CMD's processes). \
+On Linux distlock is the child subreaper of the job, so processes that leave CMD's \
+group (setsid, double-forking daemons) still belong to it. SIGINT, SIGTERM and \
+SIGHUP sent to distlock are passed to the whole job, and a lost lock (--on-lost \
+kill) sends it SIGTERM; whatever is left after --grace gets SIGKILL. If CMD exits \
+leaving processes running, the lock is kept until they end (if a signal killed \
+CMD, they are stopped). If distlock itself is SIGKILLed, the kernel kills CMD \
+(Linux, --on-lost kill) but not what CMD started.";
 
 /// `distlock elect --help`.
 const ELECT_LONG_ABOUT: &str = "\
@@ -76,9 +85,11 @@ exits with CMD's code. An election is the lock NAME: its holder is the leader, i
 fencing token the leader's term, its value the leader's value.
 
 CMD gets the variables `run` sets (DISTLOCK_KEY is NAME, DISTLOCK_TOKEN the term) \
-plus DISTLOCK_TERM, and inherits stdin/stdout/stderr. Signals are forwarded as by \
-`run`. A leadership lost while CMD ran ends in exit code 76 whatever --on-lost says: \
-`kill` stops CMD at once, `ignore` lets it finish.";
+plus DISTLOCK_TERM, and inherits stdin/stdout/stderr. Signals are passed on as by \
+`run`, and CMD with everything it starts is one job as for `run`: the leadership is \
+given up only when all of it is gone. A leadership lost while CMD ran ends in exit \
+code 76 whatever --on-lost says: `kill` stops the job at once, `ignore` lets it \
+finish.";
 
 /// `distlock leader --help`.
 const LEADER_LONG_ABOUT: &str = "\
@@ -130,9 +141,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "V")]
     pub value: Option<String>,
 
-    /// What to do if the lock is lost while CMD runs: `kill` sends CMD
-    /// SIGTERM, then SIGKILL after --grace, and exits 76; `ignore` warns and
-    /// lets CMD finish, exiting with CMD's code.
+    /// What to do if the lock is lost while CMD runs: `kill` sends CMD and
+    /// every process it started SIGTERM, then SIGKILL after --grace, and
+    /// exits 76; `ignore` warns and lets CMD finish, exiting with CMD's
+    /// code.
     #[arg(long, value_enum, value_name = "POLICY", default_value_t = OnLost::Kill)]
     pub on_lost: OnLost,
 
@@ -169,8 +181,9 @@ pub struct ElectArgs {
     pub value: Option<String>,
 
     /// What to do if the leadership is lost while CMD runs: `kill` sends
-    /// CMD SIGTERM, then SIGKILL after --grace; `ignore` warns and lets CMD
-    /// finish. Either way distlock then exits 76.
+    /// CMD and every process it started SIGTERM, then SIGKILL after
+    /// --grace; `ignore` warns and lets CMD finish. Either way distlock
+    /// then exits 76.
     #[arg(long, value_enum, value_name = "POLICY", default_value_t = OnLost::Kill)]
     pub on_lost: OnLost,
 
@@ -201,8 +214,9 @@ pub struct CmdArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_wait)]
     pub wait: Option<Wait>,
 
-    /// How long CMD may take to stop after SIGTERM when the lock (elect:
-    /// the leadership) is lost, before it gets SIGKILL.
+    /// How long CMD and the processes it started may take to stop after
+    /// SIGTERM (the lock, or elect's leadership, was lost) or after a
+    /// signal distlock passed on to them, before what is left gets SIGKILL.
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_duration)]
     pub grace: Duration,
 

@@ -27,6 +27,7 @@ mod check;
 pub mod cli;
 mod elect;
 pub mod exit;
+mod job;
 mod leader;
 mod metrics_out;
 mod output;

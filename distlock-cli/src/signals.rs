@@ -2,6 +2,8 @@
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
+#[cfg(target_os = "linux")]
+use std::os::unix::process::CommandExt;
 use std::process::ExitStatus;
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
@@ -48,7 +50,7 @@ impl Signals {
 /// The death signal fires when the *thread* that spawned the child ends.
 /// `run` spawns CMD from the future that `main` drives with `block_on`, so
 /// that thread is the main thread, which lives as long as the process.
-pub(crate) fn kill_with_parent(command: &mut tokio::process::Command) {
+pub(crate) fn kill_with_parent(command: &mut std::process::Command) {
     #[cfg(target_os = "linux")]
     {
         let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
@@ -78,21 +80,11 @@ pub(crate) fn name(signal: i32) -> String {
         libc::SIGTERM => "SIGTERM".into(),
         libc::SIGHUP => "SIGHUP".into(),
         libc::SIGKILL => "SIGKILL".into(),
+        libc::SIGQUIT => "SIGQUIT".into(),
+        libc::SIGPIPE => "SIGPIPE".into(),
+        libc::SIGABRT => "SIGABRT".into(),
+        libc::SIGSEGV => "SIGSEGV".into(),
         other => format!("signal {other}"),
-    }
-}
-
-/// Sends `signal` to process `pid`. Errors are ignored on purpose: the only
-/// likely one is that the process just exited, and its exit is what we wait
-/// for anyway.
-pub(crate) fn send(pid: u32, signal: i32) {
-    if let Ok(pid) = libc::pid_t::try_from(pid) {
-        // SAFETY: kill(2) has no memory-safety preconditions. `pid` is our
-        // child that has not been reaped yet, so it cannot name a recycled
-        // process.
-        unsafe {
-            libc::kill(pid, signal);
-        }
     }
 }
 

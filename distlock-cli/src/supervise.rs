@@ -1,26 +1,30 @@
 //! Running CMD under something held — a lock (`run`) or a leadership
 //! (`elect`): taking it within `--wait`, starting CMD with its details in
-//! the environment, forwarding signals, enforcing the loss policy, and
-//! giving it back when CMD exits.
+//! the environment as a [`Job`] (CMD and everything it starts), passing
+//! signals on, enforcing the loss policy, and giving it back once nothing
+//! of the job is left.
 //!
-//! CMD stays in distlock's process group, so a Ctrl-C at the terminal
-//! reaches both; signals sent to distlock alone (`kill PID`, a service
-//! manager) are forwarded. Either way distlock outlives CMD, gives back
-//! what it held, and exits with CMD's code (or 76 after a loss, see the
-//! callers). On Linux, under `--on-lost kill`, CMD is also SIGKILLed if
-//! distlock dies without a chance to act (SIGKILL, OOM killer): the lock
-//! dies with distlock, and CMD must not outlive it.
+//! A signal sent to distlock (`kill PID`, a service manager) is passed to
+//! the whole job; a loss under `--on-lost kill` sends it SIGTERM; either
+//! way, what is left of the job after `--grace` gets SIGKILL. If CMD
+//! exits on its own but leaves processes running, distlock keeps the lock
+//! until they end; if a signal killed CMD (Ctrl-C), they are stopped as
+//! after a loss. On Linux, under `--on-lost kill`, CMD is also SIGKILLed
+//! if distlock dies without a chance to act (SIGKILL, OOM killer): the
+//! lock dies with distlock, and CMD must not outlive it (what CMD started
+//! is not reached then).
 
 use std::ffi::OsString;
 use std::future::Future;
+use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Duration;
 
 use distlock::{Leadership, LockError, LockGuard, LockOptions, Locker, LossReason, MAX_VALUE_LEN};
-use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 use crate::cli::{CmdArgs, OnLost, Wait};
+use crate::job::{Change, Job};
 use crate::exit::{Failure, CANNOT_EXECUTE, NOT_FOUND, SIGNAL_BASE, TEMPFAIL};
 use crate::output::say;
 use crate::signals::{self, Signals};
@@ -239,8 +243,8 @@ async fn run_under<H: Holding>(
     signals: &mut Signals,
 ) -> Result<Ended, Failure> {
     let subject = kind.subject(key);
-    let child = match spawn(&cmd) {
-        Ok(child) => child,
+    let job = match spawn(&cmd) {
+        Ok(job) => job,
         Err(failure) => {
             give_back_quietly(store, held).await;
             return Err(failure);
@@ -253,7 +257,7 @@ async fn run_under<H: Holding>(
         on_lost: cmd.on_lost,
         grace: cmd.grace,
     };
-    let (status, lost) = match supervisor.watch(child, held.guard(), signals).await {
+    let (status, lost) = match supervisor.watch(job, held.guard(), signals).await {
         Ok(ended) => ended,
         Err(error) => {
             give_back_quietly(store, held).await;
@@ -284,20 +288,20 @@ fn environment(locker: &Locker, guard: &LockGuard, kind: Kind) -> Vec<(&'static 
     env
 }
 
-/// Starts CMD with its environment.
-fn spawn(cmd: &Cmd<'_>) -> Result<Child, Failure> {
+/// Starts CMD with its environment, as a [`Job`].
+fn spawn(cmd: &Cmd<'_>) -> Result<Job, Failure> {
     let (program, args) = cmd
         .command
         .split_first()
         .ok_or_else(|| Failure::usage("no command given after `--`"))?;
-    let mut command = Command::new(program);
+    let mut command = std::process::Command::new(program);
     command.args(args).envs(cmd.env.iter().map(|(k, v)| (k, v)));
     if cmd.on_lost == OnLost::Kill {
         // If distlock itself dies (SIGKILL, OOM), its lock goes with it;
         // under `kill` CMD must not carry on unprotected.
         signals::kill_with_parent(&mut command);
     }
-    command.spawn().map_err(|error| {
+    Job::start(command).map_err(|error| {
         let code = match error.kind() {
             std::io::ErrorKind::NotFound => NOT_FOUND,
             _ => CANNOT_EXECUTE,
@@ -309,7 +313,8 @@ fn spawn(cmd: &Cmd<'_>) -> Result<Child, Failure> {
     })
 }
 
-/// Watches CMD: forwards signals, enforces the loss policy.
+/// Watches CMD's job: passes signals on, enforces the loss policy, and
+/// waits until the whole job is gone.
 struct Supervisor<'a> {
     subject: &'a str,
     program: &'a str,
@@ -318,64 +323,127 @@ struct Supervisor<'a> {
 }
 
 impl Supervisor<'_> {
-    /// Waits for CMD to exit; returns how it ended and whether (why) the
-    /// lock was lost meanwhile.
+    /// Waits until nothing of the job is left; returns how CMD ended and
+    /// whether (why) the lock was lost meanwhile. A signal to distlock is
+    /// passed to the whole job, a loss (under `kill`) sends it SIGTERM;
+    /// either way what is left of the job after the grace period gets
+    /// SIGKILL.
     async fn watch(
         &self,
-        mut child: Child,
+        mut job: Job,
         guard: &LockGuard,
         signals: &mut Signals,
     ) -> std::io::Result<(ExitStatus, Option<LossReason>)> {
-        // The pid stays valid until `wait` reaps CMD, and `wait` is polled
-        // first, so a signal is never sent to a recycled pid.
-        let pid = child.id();
         let mut lost = None;
         let mut kill_at: Option<Instant> = None;
         loop {
             tokio::select! {
                 biased;
-                status = child.wait() => return Ok((status?, lost)),
-                signal = signals.recv() => {
-                    if let Some(pid) = pid {
-                        signals::send(pid, signal);
+                change = job.changed() => match change? {
+                    Change::CmdEnded(status) if kill_at.is_none() => {
+                        if self.cmd_ended(&job, status) {
+                            job.signal(libc::SIGTERM);
+                            kill_at = Some(Instant::now() + self.grace);
+                        }
                     }
+                    Change::CmdEnded(_) => {}
+                    Change::Gone => {
+                        let status = job.cmd_ended().ok_or_else(|| {
+                            std::io::Error::other("the job ended before CMD did")
+                        })?;
+                        return Ok((status, lost));
+                    }
+                },
+                signal = signals.recv() => {
+                    job.signal(signal);
+                    kill_at.get_or_insert_with(|| Instant::now() + self.grace);
                 }
                 reason = guard.lost(), if lost.is_none() => {
                     lost = Some(reason);
-                    self.on_loss(reason, pid);
-                    if self.on_lost == OnLost::Kill {
+                    if self.on_loss(reason) {
+                        job.signal(libc::SIGTERM);
                         kill_at = Some(Instant::now() + self.grace);
                     }
                 }
                 () = sleep_until(kill_at), if kill_at.is_some() => {
                     kill_at = None;
                     say(&format!(
-                        "{} still running {} after SIGTERM; sending SIGKILL",
-                        self.program,
+                        "{} still running {} after being told to stop; sending SIGKILL",
+                        self.what_runs(&job),
                         humantime::format_duration(self.grace)
                     ));
-                    let _ = child.start_kill();
+                    job.kill();
                 }
             }
         }
     }
 
-    fn on_loss(&self, reason: LossReason, pid: Option<u32>) {
+    /// CMD ended on its own. If it left processes running, says what
+    /// happens to them: when CMD exited, distlock keeps the lock until
+    /// they end (as a lock file inherited by a daemon would stay locked);
+    /// when a signal killed CMD (Ctrl-C at the terminal, say), the job was
+    /// interrupted and they are stopped too. Returns whether to stop them.
+    fn cmd_ended(&self, job: &Job, status: ExitStatus) -> bool {
+        let left = job.leftovers();
+        if left.is_empty() {
+            return false;
+        }
+        let left = format!("{} ({})", processes(left.len()), left.join(", "));
+        match status.signal() {
+            Some(signal) => {
+                say(&format!(
+                    "{} was killed by {}; stopping the {left} it left running",
+                    self.program,
+                    signals::name(signal)
+                ));
+                true
+            }
+            None => {
+                say(&format!(
+                    "{} exited with code {} but left {left} running; {} is kept until they end",
+                    self.program,
+                    signals::exit_code(status),
+                    self.subject
+                ));
+                false
+            }
+        }
+    }
+
+    /// `sh` while CMD runs, else what it left running.
+    fn what_runs(&self, job: &Job) -> String {
+        match job.cmd_ended() {
+            None => self.program.to_owned(),
+            Some(_) => format!("{} left by {}", processes(job.leftovers().len()), self.program),
+        }
+    }
+
+    /// Reports a loss; returns whether the job must be stopped.
+    fn on_loss(&self, reason: LossReason) -> bool {
         match self.on_lost {
             OnLost::Kill => {
                 say(&format!(
-                    "{} lost ({reason}); stopping {}",
+                    "{} lost ({reason}); stopping {} and every process it started",
                     self.subject, self.program
                 ));
-                if let Some(pid) = pid {
-                    signals::send(pid, libc::SIGTERM);
-                }
+                true
             }
-            OnLost::Ignore => say(&format!(
-                "warning: {} lost ({reason}); {} keeps running (--on-lost ignore)",
-                self.subject, self.program
-            )),
+            OnLost::Ignore => {
+                say(&format!(
+                    "warning: {} lost ({reason}); {} keeps running (--on-lost ignore)",
+                    self.subject, self.program
+                ));
+                false
+            }
         }
+    }
+}
+
+/// `1 process`, `3 processes`.
+fn processes(count: usize) -> String {
+    match count {
+        1 => "1 process".to_owned(),
+        n => format!("{n} processes"),
     }
 }
 
