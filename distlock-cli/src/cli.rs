@@ -211,13 +211,14 @@ pub struct CmdArgs {
     /// How long to wait for the lock (elect: to become leader): a duration
     /// such as 500ms, 10s, 2m, or `forever`; 0 makes a single attempt.
     /// Default: the URL's `wait` option, else forever.
-    #[arg(long, value_name = "DUR", value_parser = parse_wait)]
+    #[arg(long, value_name = "DUR", value_parser = parse_wait, allow_hyphen_values = true)]
     pub wait: Option<Wait>,
 
     /// How long CMD and the processes it started may take to stop after
     /// SIGTERM (the lock, or elect's leadership, was lost) or after a
     /// signal distlock passed on to them, before what is left gets SIGKILL.
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_duration,
+          allow_hyphen_values = true)]
     pub grace: Duration,
 
     /// The command and its arguments, after `--`.
@@ -299,7 +300,8 @@ pub struct BenchArgs {
 
     /// Length of the throughput test; the latency and handoff tests take
     /// up to a third of it each.
-    #[arg(long, value_name = "DUR", default_value = "5s", value_parser = parse_positive_duration)]
+    #[arg(long, value_name = "DUR", default_value = "5s", value_parser = parse_positive_duration,
+          allow_hyphen_values = true)]
     pub duration: Duration,
 
     /// All clients share one locker (one connection) instead of each
@@ -317,7 +319,7 @@ pub struct BenchArgs {
 
     /// How long --hold holds the locks while measuring.
     #[arg(long, value_name = "DUR", default_value = "10s",
-          value_parser = parse_positive_duration, requires = "hold")]
+          value_parser = parse_positive_duration, requires = "hold", allow_hyphen_values = true)]
     pub hold_for: Duration,
 
     /// Runtime threads of the bench process: 1 runs every client on one
@@ -332,9 +334,42 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
-const DURATION_EXAMPLES: &str = "examples: 500ms, 10s, 2m";
+/// Parses the command line. A duration option followed directly by `--`
+/// is missing its value (clap would take `--` as the value, since
+/// durations may start with `-` so that `-1s` is refused as negative
+/// rather than read as a flag).
+pub fn parse<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    use clap::CommandFactory;
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let flags = ["--wait", "--grace", "--duration", "--hold-for"];
+    for pair in args.windows(2) {
+        if pair[1] == "--" && flags.iter().any(|flag| pair[0] == *flag) {
+            let flag = pair[0].to_string_lossy();
+            return Err(Cli::command().error(
+                clap::error::ErrorKind::InvalidValue,
+                format!("a value is required for '{flag} <DUR>' but none was supplied"),
+            ));
+        }
+    }
+    Cli::try_parse_from(args)
+}
 
+const DURATION_EXAMPLES: &str = "examples: 5 (seconds), 500ms, 10s, 2m";
+
+/// A duration: a number of seconds (`5`, `0.5`, as `flock -w` and
+/// `timeout` take them) or a humantime duration (`500ms`, `2m`).
 fn parse_duration(text: &str) -> Result<Duration, String> {
+    if text.starts_with('-') {
+        return Err(format!("`{text}` is negative; a duration is 0 or more"));
+    }
+    if let Ok(seconds) = text.parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds)
+            .map_err(|_| format!("`{text}` is not a duration ({DURATION_EXAMPLES})"));
+    }
     humantime::parse_duration(text)
         .map_err(|_| format!("`{text}` is not a duration ({DURATION_EXAMPLES})"))
 }
@@ -350,12 +385,9 @@ fn parse_wait(text: &str) -> Result<Wait, String> {
     if text == "forever" {
         return Ok(Wait::Forever);
     }
-    if text == "0" {
-        return Ok(Wait::For(Duration::ZERO));
-    }
-    humantime::parse_duration(text)
+    parse_duration(text)
         .map(Wait::For)
-        .map_err(|_| format!("`{text}` is not a duration ({DURATION_EXAMPLES}, 0, forever)"))
+        .map_err(|reason| format!("{reason}, or `forever`"))
 }
 
 #[cfg(test)]
@@ -374,6 +406,23 @@ mod tests {
         assert_eq!(parse_wait("2s"), Ok(Wait::For(Duration::from_secs(2))));
         assert_eq!(parse_wait("forever"), Ok(Wait::Forever));
         assert!(parse_wait("soon").is_err());
+    }
+
+    #[test]
+    fn bare_numbers_are_seconds_and_negatives_are_refused() {
+        assert_eq!(parse_wait("5"), Ok(Wait::For(Duration::from_secs(5))));
+        assert_eq!(parse_duration("0.25"), Ok(Duration::from_millis(250)));
+        for text in ["-1s", "-5", "NaN", "inf", "1e400"] {
+            assert!(parse_duration(text).is_err(), "{text} accepted");
+        }
+        let error = parse_wait("-1s").unwrap_err();
+        assert!(error.contains("negative"), "{error}");
+        let parsed = Cli::try_parse_from(["distlock", "run", "k", "--wait", "-1s", "--", "x"]);
+        let error = parsed.unwrap_err().to_string();
+        assert!(error.contains("`-1s` is negative"), "{error}");
+        let error = parse(["distlock", "run", "k", "--wait", "--", "x"]).unwrap_err();
+        assert!(error.to_string().contains("'--wait <DUR>'"), "{error}");
+        assert!(parse(["distlock", "run", "k", "--wait", "2", "--", "x"]).is_ok());
     }
 
     #[test]

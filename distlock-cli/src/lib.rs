@@ -54,6 +54,11 @@ pub async fn execute(cli: Cli) -> i32 {
         Ok(store) => store,
         Err(failure) => return report(None, failure),
     };
+    if let Some(path) = &cli.metrics_file {
+        if let Err(problem) = metrics_out::check_writable(path) {
+            return report(None, Failure::usage(problem));
+        }
+    }
     let bench_json = matches!(&cli.command, Command::Bench(args) if args.json);
     if cli.metrics_file.is_some() || bench_json {
         metrics_out::install();
@@ -107,23 +112,44 @@ pub fn report_usage_error(error: clap::Error) -> i32 {
         let _ = error.print();
         return error.exit_code();
     }
-    let rendered = error.render().to_string();
-    let mut parts = Vec::new();
-    for line in rendered.lines().map(str::trim).filter(|l| !l.is_empty()) {
+    output::say(&usage_line(&error.render().to_string(), error.kind()));
+    exit::USAGE
+}
+
+/// clap's rendered error as one line: the reason with what clap lists
+/// under it (the missing arguments, the possible values), its tip, and
+/// the usage.
+fn usage_line(rendered: &str, kind: clap::error::ErrorKind) -> String {
+    use clap::error::ErrorKind;
+    let mut parts: Vec<String> = Vec::new();
+    for line in rendered.lines().filter(|l| !l.trim().is_empty()) {
+        let indented = line.starts_with(' ');
+        let line = line.trim();
         if let Some(reason) = line.strip_prefix("error: ") {
-            parts.push(reason.to_owned());
+            parts.push(reason.trim_end_matches(':').to_owned());
+        } else if let Some(values) = line.strip_prefix("[possible values: ") {
+            parts.push(format!("possible values: {}", values.trim_end_matches(']')));
         } else if line.starts_with("tip:") {
             parts.push(line.to_owned());
         } else if let Some(usage) = line.strip_prefix("Usage: ") {
             // `run KEY echo hi` is the classic slip: say what is missing.
-            if error.kind() == ErrorKind::UnknownArgument && usage.contains(" -- <CMD>") {
+            if kind == ErrorKind::UnknownArgument && usage.contains(" -- <CMD>") {
                 parts.push("the command must come after `--`".to_owned());
             }
             parts.push(format!("usage: {usage}"));
+        } else if indented {
+            // What a reason lists (missing arguments), one per line.
+            if let Some(reason) = parts.last_mut() {
+                reason.push_str(if reason.ends_with("provided") {
+                    ": "
+                } else {
+                    ", "
+                });
+                reason.push_str(line);
+            }
         }
     }
-    output::say(&parts.join("; "));
-    exit::USAGE
+    parts.join("; ")
 }
 
 /// The async runtime `command` runs on.

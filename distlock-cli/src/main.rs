@@ -1,9 +1,7 @@
 //! The `distlock` command; see the `distlock_cli` library for what it does.
 
-use clap::Parser;
-
 fn main() {
-    let cli = match distlock_cli::cli::Cli::try_parse() {
+    let cli = match distlock_cli::cli::parse(std::env::args_os()) {
         Ok(cli) => cli,
         Err(error) => std::process::exit(distlock_cli::report_usage_error(error)),
     };

@@ -30,20 +30,64 @@ pub(crate) fn install() {
     });
 }
 
-/// Writes what was recorded to `path`, replacing it at once.
-pub(crate) fn write_file(path: &Path) -> std::io::Result<()> {
+/// The directory `path` will be written in.
+fn directory_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
+}
+
+/// Checks, before anything runs, that `path` can be written when the
+/// command ends: its directory exists and takes a new file (the temporary
+/// file the write renames over `path`). Returns the problem, naming the
+/// directory, if not.
+pub(crate) fn check_writable(path: &Path) -> Result<(), String> {
+    let dir = directory_of(path);
+    match tempfile::NamedTempFile::new_in(dir) {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "--metrics-file {}: the directory {} does not exist",
+            path.display(),
+            dir.display()
+        )),
+        Err(error) => Err(format!(
+            "--metrics-file {}: cannot create files in {}: {}",
+            path.display(),
+            dir.display(),
+            plain_io_error(&error)
+        )),
+    }
+}
+
+/// Writes what was recorded to `path`, replacing it at once. An error
+/// names no temporary file, only what failed.
+pub(crate) fn write_file(path: &Path) -> Result<(), String> {
     let Some(handle) = HANDLE.get() else {
         return Ok(());
     };
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
+    let write = || -> std::io::Result<()> {
+        let mut file = tempfile::NamedTempFile::new_in(directory_of(path))?;
+        file.write_all(handle.render().as_bytes())?;
+        file.as_file().sync_all()?;
+        file.persist(path).map_err(|e| e.error)?;
+        Ok(())
     };
-    let mut file = tempfile::NamedTempFile::new_in(dir)?;
-    file.write_all(handle.render().as_bytes())?;
-    file.as_file().sync_all()?;
-    file.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    write().map_err(|error| plain_io_error(&error))
+}
+
+/// An I/O error's own words (`No such file or directory`), without the
+/// `(os error 2)` and path decorations some wrappers add.
+fn plain_io_error(error: &std::io::Error) -> String {
+    match error.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code)
+            .to_string()
+            .split(" (os error")
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+        None => error.to_string(),
+    }
 }
 
 /// What was recorded, as series (the metric name and its labels, as

@@ -1,9 +1,9 @@
 //! The signals `run` forwards to CMD, and reading how CMD ended.
 
 use std::io;
-use std::os::unix::process::ExitStatusExt;
 #[cfg(target_os = "linux")]
 use std::os::unix::process::CommandExt;
+use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
 use tokio::signal::unix::{signal, Signal, SignalKind};

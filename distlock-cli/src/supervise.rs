@@ -24,8 +24,8 @@ use distlock::{Leadership, LockError, LockGuard, LockOptions, Locker, LossReason
 use tokio::time::Instant;
 
 use crate::cli::{CmdArgs, OnLost, Wait};
-use crate::job::{Change, Job};
 use crate::exit::{Failure, CANNOT_EXECUTE, NOT_FOUND, SIGNAL_BASE, TEMPFAIL};
+use crate::job::{Change, Job};
 use crate::output::say;
 use crate::signals::{self, Signals};
 use crate::url::StoreUrl;
@@ -414,7 +414,11 @@ impl Supervisor<'_> {
     fn what_runs(&self, job: &Job) -> String {
         match job.cmd_ended() {
             None => self.program.to_owned(),
-            Some(_) => format!("{} left by {}", processes(job.leftovers().len()), self.program),
+            Some(_) => format!(
+                "{} left by {}",
+                processes(job.leftovers().len()),
+                self.program
+            ),
         }
     }
 

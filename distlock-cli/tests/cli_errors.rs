@@ -204,3 +204,84 @@ fn check_filter_matching_nothing_is_a_usage_error() {
         "no-such-case",
     );
 }
+
+#[test]
+fn missing_arguments_are_named() {
+    assert_usage_error(&["--url", "mem://", "run", "k"], "not provided: <CMD>...");
+    assert_usage_error(&["--url", "mem://", "run"], "not provided: <KEY>, <CMD>...");
+    assert_usage_error(&["--url", "mem://", "status"], "not provided: <KEY>");
+    assert_usage_error(
+        &["--url", "mem://", "run", "k", "--wait", "--", "true"],
+        "a value is required for '--wait <DUR>'",
+    );
+}
+
+#[test]
+fn a_bad_choice_lists_the_valid_ones() {
+    assert_usage_error(
+        &[
+            "--url",
+            "mem://",
+            "run",
+            "k",
+            "--on-lost",
+            "maybe",
+            "--",
+            "true",
+        ],
+        "possible values: kill, ignore",
+    );
+}
+
+#[test]
+fn durations_take_bare_seconds_and_refuse_negatives() {
+    let mut run = distlock();
+    run.args([
+        "--url", "mem://", "run", "k", "--wait", "5", "--grace", "0.5", "--", "true",
+    ]);
+    let out = output(run);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    assert_usage_error(
+        &["--url", "mem://", "run", "k", "--wait", "-1s", "--", "true"],
+        "`-1s` is negative",
+    );
+    assert_usage_error(
+        &["--url", "mem://", "run", "k", "--grace", "-3", "--", "true"],
+        "`-3` is negative",
+    );
+}
+
+#[test]
+fn an_unwritable_metrics_file_is_refused_before_cmd_runs() {
+    let store = Store::new();
+    let ran = store.scratch("ran");
+    let missing = store.path().join("no-such-dir").join("m.prom");
+    let script = format!("touch {}", ran.display());
+    let (code, message) = fails(&[
+        "--url",
+        &store.url,
+        "--metrics-file",
+        missing.to_str().unwrap(),
+        "run",
+        "k",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(code, Some(2), "{message}");
+    assert!(
+        message.contains("the directory")
+            && message.contains("no-such-dir")
+            && message.contains("does not exist"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("no-such-dir/."),
+        "names a temporary file: {message}"
+    );
+    assert!(
+        !ran.exists(),
+        "CMD ran although its metrics could not be written"
+    );
+}

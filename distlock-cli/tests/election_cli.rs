@@ -246,7 +246,10 @@ fn on_lost_kill_stops_cmd_and_exits_76(target: &Target) {
         message.starts_with("distlock: leadership of \"e\" lost ("),
         "{message}"
     );
-    assert!(message.ends_with("); stopping sh and every process it started"), "{message}");
+    assert!(
+        message.ends_with("); stopping sh and every process it started"),
+        "{message}"
+    );
 }
 
 fn on_lost_ignore_lets_cmd_finish_and_exits_76(target: &Target) {

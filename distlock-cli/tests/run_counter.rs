@@ -240,7 +240,12 @@ fn lost_lock_stops_cmd_and_exits_76() {
         message.starts_with("distlock: lock \"k\" lost ("),
         "{message}"
     );
-    assert!(message.trim_end().ends_with("); stopping sh and every process it started"), "{message}");
+    assert!(
+        message
+            .trim_end()
+            .ends_with("); stopping sh and every process it started"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -91,7 +91,10 @@ fn a_lost_lock_stops_every_process_of_the_job() {
     lose_every_lock(&store);
     assert_eq!(wait(&mut holder).code(), Some(76));
     assert!(!exists(child), "CMD's child outlived the lock");
-    assert!(!exists(daemon), "the daemon that left CMD's group outlived the lock");
+    assert!(
+        !exists(daemon),
+        "the daemon that left CMD's group outlived the lock"
+    );
     let message = stderr_of(holder);
     assert!(
         message.contains("stopping sh and every process it started"),
@@ -112,7 +115,10 @@ fn a_process_that_ignores_sigterm_is_killed_after_the_grace_period() {
         lost_at.elapsed() >= Duration::from_secs(1),
         "SIGKILL came before the grace period ended"
     );
-    assert!(!exists(child) && !exists(daemon), "the job outlived the lock");
+    assert!(
+        !exists(child) && !exists(daemon),
+        "the job outlived the lock"
+    );
     let message = stderr_of(holder);
     assert!(
         message.contains("still running 1s after being told to stop; sending SIGKILL"),
@@ -128,7 +134,10 @@ fn sigterm_to_distlock_stops_the_whole_job_before_the_release() {
     signal(holder.id(), libc::SIGTERM);
     // sh dies of the SIGTERM passed on to it; distlock exits with its code.
     assert_eq!(wait(&mut holder).code(), Some(128 + libc::SIGTERM));
-    assert!(!exists(child) && !exists(daemon), "the job outlived the lock");
+    assert!(
+        !exists(child) && !exists(daemon),
+        "the job outlived the lock"
+    );
     assert!(lock_is_free(&store, "k"), "the lock was not released");
 }
 
@@ -139,7 +148,10 @@ fn elect_stops_the_whole_job_when_the_leadership_is_lost() {
     let (mut holder, child, daemon) = start(&store, &["elect", "e", "--grace", "5s"], &script);
     lose_every_lock(&store);
     assert_eq!(wait(&mut holder).code(), Some(76));
-    assert!(!exists(child) && !exists(daemon), "the job outlived the leadership");
+    assert!(
+        !exists(child) && !exists(daemon),
+        "the job outlived the leadership"
+    );
 }
 
 #[test]
@@ -159,12 +171,18 @@ fn a_daemon_left_by_cmd_keeps_the_lock_until_it_ends() {
     let shell = read_pid(&store.scratch("shell"));
     let daemon = read_pid(&store.scratch("daemon"));
     wait_for(|| !exists(shell), "CMD to exit and be reaped");
-    assert!(!lock_is_free(&store, "k"), "released while CMD's daemon runs");
+    assert!(
+        !lock_is_free(&store, "k"),
+        "released while CMD's daemon runs"
+    );
     signal(daemon, libc::SIGTERM);
     let out = holder.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!exists(daemon));
-    assert!(lock_is_free(&store, "k"), "not released after the daemon ended");
+    assert!(
+        lock_is_free(&store, "k"),
+        "not released after the daemon ended"
+    );
     let message = stderr(&out);
     assert!(
         message.contains("sh exited with code 0 but left 1 process (")
@@ -202,7 +220,9 @@ fn cmd_owns_the_terminal_and_ctrl_c_stops_its_whole_job() {
         "read line; echo got $line; sh -c \"trap \\\"\\\" INT; echo \\$\\$ > {}; exec sleep 300\" & wait",
         child_pid.display()
     );
-    let mut terminal = on_a_terminal(&store, &cmd).spawn().expect("script(1) from util-linux");
+    let mut terminal = on_a_terminal(&store, &cmd)
+        .spawn()
+        .expect("script(1) from util-linux");
     let mut input = terminal.stdin.take().unwrap();
     input.write_all(b"hello\n").unwrap();
     let child = read_pid(&child_pid);
@@ -212,8 +232,14 @@ fn cmd_owns_the_terminal_and_ctrl_c_stops_its_whole_job() {
     drop(input);
     let out = terminal.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("got hello"), "CMD could not read the terminal: {text}");
-    assert!(text.contains("sh was killed by SIGINT; stopping the 1 process"), "{text}");
+    assert!(
+        text.contains("got hello"),
+        "CMD could not read the terminal: {text}"
+    );
+    assert!(
+        text.contains("sh was killed by SIGINT; stopping the 1 process"),
+        "{text}"
+    );
     assert!(!exists(child), "CMD's child outlived the lock");
     assert!(lock_is_free(&store, "k"));
 }

@@ -104,7 +104,10 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_child_is_a_descendant() {
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
         let pid = libc::pid_t::try_from(child.id()).unwrap();
         let found = descendants().into_iter().any(|p| p.pid == pid);
         child.kill().unwrap();
