@@ -99,6 +99,38 @@ fn bench_prints_latency_handoff_throughput_and_fairness() {
 }
 
 #[test]
+fn bench_keeps_to_its_duration_explains_its_columns_and_leaves_nothing() {
+    let store = Store::new();
+    let started = std::time::Instant::now();
+    let out = output(store.distlock(&["bench", "--duration", "3s", "--clients", "4"]));
+    let took = started.elapsed();
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    // The whole run is --duration; connecting, the crash failover's ttl
+    // and the clean-up come on top.
+    assert!(
+        took < std::time::Duration::from_secs(6),
+        "took {took:?}:\n{text}"
+    );
+    for legend in [
+        "n: samples",
+        "ours/floor: ",
+        "from release call: ",
+        "fairness: Jain's",
+    ] {
+        assert!(text.contains(legend), "{legend:?} not explained:\n{text}");
+    }
+    assert!(!text.contains(" 0.0µs"), "a clamped zero:\n{text}");
+    assert!(!text.contains("probe calls failed"), "{text}");
+    assert_eq!(stderr(&out), "", "warnings");
+    let left: Vec<_> = std::fs::read_dir(store.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "bench left {left:?} in the store");
+}
+
+#[test]
 fn bench_json_has_every_number() {
     let store = Store::new();
     let out = output(store.distlock(&[

@@ -1,10 +1,12 @@
 //! Running the conformance suite against a store named by URL
 //! (`distlock check`, and the backend test crates).
 
+use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::{Arc, Mutex};
 
 use lock_core::url::redact;
-use lock_core::{LockError, Locker};
+use lock_core::{LockError, Locker, Namespace};
 
 pub use lock_core::backend::async_trait;
 pub use lock_core::conformance::*;
@@ -12,9 +14,14 @@ pub use lock_core::conformance::*;
 /// Opens each locker with [`connect`](crate::connect) on a base URL, with
 /// the case's `ttl` and `namespace` replacing those of the URL. Host-list
 /// URLs (`redlock://a,b,c`, `etcd://a,b`, `zk://a,b/chroot`) work.
+///
+/// It remembers the namespaces it opened lockers in, so that
+/// [`purge_namespaces`](Self::purge_namespaces) can remove what the cases
+/// left in the store.
 #[derive(Clone)]
 pub struct UrlFactory {
     base: String,
+    namespaces: Arc<Mutex<BTreeSet<Namespace>>>,
 }
 
 impl UrlFactory {
@@ -27,7 +34,36 @@ impl UrlFactory {
         }
         Ok(Self {
             base: url.to_owned(),
+            namespaces: Arc::default(),
         })
+    }
+
+    /// Removes everything the store keeps in the namespaces this factory
+    /// opened lockers in (see [`Locker::purge_namespace`]), through one
+    /// connection; returns how many namespaces were purged. Call it once
+    /// the cases are over: their locks are lost.
+    pub async fn purge_namespaces(&self) -> Result<usize, LockError> {
+        let namespaces: Vec<Namespace> = self.lock_namespaces().iter().cloned().collect();
+        let Some(first) = namespaces.first() else {
+            return Ok(0);
+        };
+        let settings = CaseSettings {
+            namespace: first.clone(),
+            ttl: lock_core::DEFAULT_TTL,
+        };
+        let locker = crate::connect(&self.url_for(&settings)).await?;
+        for namespace in &namespaces {
+            locker
+                .with_namespace(namespace.as_str())?
+                .purge_namespace()
+                .await?;
+        }
+        self.lock_namespaces().clear();
+        Ok(namespaces.len())
+    }
+
+    fn lock_namespaces(&self) -> std::sync::MutexGuard<'_, BTreeSet<Namespace>> {
+        self.namespaces.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The URL a locker with `settings` is opened on.
@@ -57,6 +93,7 @@ pub fn case_url(base: &str, settings: &CaseSettings) -> String {
 #[async_trait]
 impl LockerFactory for UrlFactory {
     async fn open(&self, settings: &CaseSettings) -> Result<Locker, LockError> {
+        self.lock_namespaces().insert(settings.namespace.clone());
         crate::connect(&self.url_for(settings)).await
     }
 }

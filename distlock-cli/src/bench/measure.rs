@@ -9,7 +9,7 @@ use distlock::{LockError, LockName, LockOptions, Locker};
 use tokio::task::JoinHandle;
 
 use super::floor::FloorProbe;
-
+use super::stats::Handovers;
 use super::Opener;
 use crate::exit::Failure;
 
@@ -84,16 +84,16 @@ async fn timed_floor(probe: &dyn FloorProbe, name: &LockName) -> Result<Duration
     Ok(started.elapsed())
 }
 
-/// Handoff latencies: from the holder's `release()` returning to the
-/// blocked waiter's `lock()` returning. Two lockers, each with its own
-/// connection unless the bench is `--shared`.
-pub(crate) async fn handoff(opener: &Opener, budget: Duration) -> Result<Vec<Duration>, Failure> {
+/// Handoff latencies: from the holder's `release()` (its call and its
+/// return) to the blocked waiter's `lock()` returning. Two lockers, each
+/// with its own connection unless the bench is `--shared`.
+pub(crate) async fn handoff(opener: &Opener, budget: Duration) -> Result<Handovers, Failure> {
     let holder = opener.open().await?;
     let waiter = opener.open().await?;
     let key = "bench/handoff";
     // A handoff that never happens is a backend bug; do not hang on it.
     let patience = LockOptions::new().wait(budget.max(Duration::from_secs(10)));
-    let mut samples = Vec::new();
+    let mut samples = Handovers::default();
     let started = Instant::now();
     while samples.len() < HANDOFFS && (samples.len() < MIN_HANDOFFS || started.elapsed() < budget) {
         let held = holder.lock_with(key, patience.clone()).await?;
@@ -105,14 +105,13 @@ pub(crate) async fn handoff(opener: &Opener, budget: Duration) -> Result<Vec<Dur
             })
         };
         tokio::time::sleep(WAITER_SETTLE).await;
+        let releasing = Instant::now();
         held.release().await?;
         let released = Instant::now();
         let (taken_at, taken) = waiting
             .await
             .map_err(|e| Failure::other(format!("handoff waiter failed: {e}")))?;
-        // A store may wake the waiter before the holder's release call
-        // returns; that handoff took no time from the caller's view.
-        samples.push(taken_at.saturating_duration_since(released));
+        samples.record(releasing, released, taken_at);
         taken?.release().await?;
     }
     Ok(samples)
@@ -123,8 +122,12 @@ pub(crate) async fn handoff(opener: &Opener, budget: Duration) -> Result<Vec<Dur
 pub(crate) struct Counts {
     pub(crate) per_client: Vec<u64>,
     pub(crate) elapsed: Duration,
-    /// Failed floor operations (the probe may refuse a held key).
+    /// Floor attempts that found their raw lock held by another client
+    /// (the raw recipe does not wait; the client tries again).
+    pub(crate) busy: u64,
+    /// Floor operations that failed otherwise, and the first such error.
     pub(crate) errors: u64,
+    pub(crate) first_error: Option<String>,
 }
 
 impl Counts {
@@ -134,7 +137,9 @@ impl Counts {
             *sum += done;
         }
         self.elapsed += later.elapsed;
+        self.busy += later.busy;
         self.errors += later.errors;
+        self.first_error = self.first_error.take().or(later.first_error);
     }
 }
 
@@ -218,7 +223,9 @@ async fn throughput(
     Ok(Counts {
         per_client,
         elapsed: started.elapsed(),
+        busy: 0,
         errors: 0,
+        first_error: None,
     })
 }
 
@@ -250,25 +257,49 @@ async fn floor_throughput(
     let tasks = spawn_clients(probes, |client, probe| {
         let names = Arc::clone(&names);
         async move {
-            let (mut done, mut errors) = (0u64, 0u64);
+            let mut counts = FloorClient::default();
             let mut picker = KeyPicker::new(client, names.len());
             while Instant::now() < deadline {
                 let name = &names[picker.next()];
-                match probe.lock_release_once(name).await {
-                    Ok(()) => done += 1,
-                    Err(_) => errors += 1,
-                }
+                counts.count(probe.lock_release_once(name).await);
                 tokio::task::yield_now().await;
             }
-            (done, errors)
+            counts
         }
     });
     let results = join_clients(tasks, "floor client").await?;
     Ok(Some(Counts {
-        per_client: results.iter().map(|&(done, _)| done).collect(),
+        per_client: results.iter().map(|c| c.done).collect(),
         elapsed: started.elapsed(),
-        errors: results.iter().map(|&(_, errors)| errors).sum(),
+        busy: results.iter().map(|c| c.busy).sum(),
+        errors: results.iter().map(|c| c.errors).sum(),
+        first_error: results.into_iter().find_map(|c| c.first_error),
     }))
+}
+
+/// What one floor client did.
+#[derive(Debug, Default)]
+struct FloorClient {
+    done: u64,
+    busy: u64,
+    errors: u64,
+    first_error: Option<String>,
+}
+
+impl FloorClient {
+    /// Counts one raw lock+release: done, found held (the probes report a
+    /// held raw lock as a zero wait that ran out), or failed.
+    fn count(&mut self, result: Result<(), LockError>) {
+        match result {
+            Ok(()) => self.done += 1,
+            Err(LockError::Timeout { .. }) => self.busy += 1,
+            Err(error) => {
+                self.errors += 1;
+                self.first_error
+                    .get_or_insert_with(|| crate::exit::describe(&error));
+            }
+        }
+    }
 }
 
 /// Spawns `client(index, item)` for each of `items`: one task per bench

@@ -19,10 +19,12 @@ mod stats;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use distlock::Locker;
 
 use floor::FloorProbe;
+use stats::Handovers;
 
 use crate::cli::BenchArgs;
 use crate::exit::{Failure, SUCCESS};
@@ -43,17 +45,8 @@ pub(crate) async fn bench(store: &StoreUrl, args: BenchArgs) -> Result<i32, Fail
         .await
         .map_err(|error| store.failure(error))?;
 
-    // The latency and handoff tests get a third of --duration each, the
-    // election's resign failover and observe tests a sixth each (its crash
-    // failover about one ttl); the throughput tests (ours and the floor's,
-    // in alternating slices) get all of it each.
-    let budget = args.duration / 3;
-    let uncontended = measure::uncontended(&base, probe.as_deref(), budget).await?;
-    let handoff = measure::handoff(&opener, budget).await?;
-    let election = election::run(&opener, probe.as_deref(), args.duration / 6).await;
-    let (ours, floor) =
-        measure::throughputs(&opener, clients, keys, args.duration, probe.is_some()).await?;
-
+    let (uncontended, handoff, election, ours, floor) =
+        measure_all(&opener, &base, probe.as_deref(), &args).await?;
     let report = BenchReport {
         target: Target::new(&base, store, &opener.namespace),
         clients,
@@ -61,7 +54,7 @@ pub(crate) async fn bench(store: &StoreUrl, args: BenchArgs) -> Result<i32, Fail
         shared: args.shared,
         runtime: runtime_description(),
         duration: args.duration,
-        probe: probe.map(|p| p.describe()),
+        probe: probe.as_ref().map(|p| p.describe()),
     }
     .with_results(&uncontended, &handoff, &election, &ours, floor.as_ref());
     let text = if args.json {
@@ -70,6 +63,7 @@ pub(crate) async fn bench(store: &StoreUrl, args: BenchArgs) -> Result<i32, Fail
         report.table()
     };
     output::line(&text)?;
+    clean_up(&base, probe.as_deref(), &opener.namespace).await;
     // Everything measured is printed; a row that could not be measured
     // (a store whose watch delivers nothing, say) still fails the run.
     match election.errors().as_slice() {
@@ -78,6 +72,66 @@ pub(crate) async fn bench(store: &StoreUrl, args: BenchArgs) -> Result<i32, Fail
             "election benchmark failed: {}",
             errors.join("; ")
         ))),
+    }
+}
+
+/// The least the throughput test gets when the other tests used up
+/// `--duration` (they take a minimum number of samples each).
+const MIN_THROUGHPUT: Duration = Duration::from_millis(400);
+
+/// Every measurement of a run, within `--duration` in all: a sixth each
+/// for the uncontended latency and the handoff, a sixth for the election
+/// rows (its crash failover also waits out a 1 s ttl), and what is left
+/// for throughput, shared by ours and the floor's in alternating slices.
+async fn measure_all(
+    opener: &Opener,
+    base: &Locker,
+    probe: Option<&dyn FloorProbe>,
+    args: &BenchArgs,
+) -> Result<Measured, Failure> {
+    let started = Instant::now();
+    let part = args.duration / 6;
+    let uncontended = measure::uncontended(base, probe, part).await?;
+    let handoff = measure::handoff(opener, part).await?;
+    let election = election::run(opener, probe, part / 2).await;
+    let left = args.duration.saturating_sub(started.elapsed());
+    let each = if probe.is_some() { left / 2 } else { left };
+    let clients = usize::try_from(args.clients).unwrap_or(usize::MAX);
+    let keys = usize::try_from(args.keys).unwrap_or(usize::MAX);
+    let (ours, floor) = measure::throughputs(
+        opener,
+        clients,
+        keys,
+        each.max(MIN_THROUGHPUT),
+        probe.is_some(),
+    )
+    .await?;
+    Ok((uncontended, handoff, election, ours, floor))
+}
+
+/// What [`measure_all`] measured.
+type Measured = (
+    measure::Uncontended,
+    Handovers,
+    election::ElectionResults,
+    measure::Counts,
+    Option<measure::Counts>,
+);
+
+/// Removes what the run left in the store: its namespace's locks,
+/// counters and containers, and the floor's raw locks. A failure is
+/// warned about, never fatal: the measurements are printed already.
+async fn clean_up(base: &Locker, probe: Option<&dyn FloorProbe>, namespace: &str) {
+    let purged = base.purge_namespace().await;
+    let floor = match probe {
+        Some(probe) => probe.clean_up(namespace).await,
+        None => Ok(()),
+    };
+    if let Err(error) = purged.and(floor) {
+        output::say(&format!(
+            "warning: could not remove what the run left in the store: {}",
+            crate::exit::describe(&error)
+        ));
     }
 }
 
@@ -93,6 +147,7 @@ async fn bench_hold(
     let locker = opener.open().await?;
     let locks = usize::try_from(locks).unwrap_or(usize::MAX);
     let cost = hold::hold(&locker, locks, window).await?;
+    clean_up(&locker, None, &opener.namespace).await;
     let report = HoldReport {
         target: Target::new(&locker, store, &opener.namespace),
         ttl: locker.options().ttl,

@@ -1,6 +1,6 @@
 //! Percentiles and Jain's fairness index.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A latency distribution, summarised.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -41,6 +41,38 @@ pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// Hand-overs (a release to the next holder), timed from the call that
+/// gave the lock up and from its return. The next holder may get the lock
+/// before that call returns (the store tells it first); such a hand-over
+/// is counted, never clamped to zero.
+#[derive(Debug, Default)]
+pub(crate) struct Handovers {
+    /// From the call's return to the next holder, for the hand-overs that
+    /// came after the return.
+    pub(crate) after_return: Vec<Duration>,
+    /// From the call to the next holder, for every hand-over.
+    pub(crate) from_call: Vec<Duration>,
+    /// Hand-overs complete before the call returned.
+    pub(crate) before_return: usize,
+}
+
+impl Handovers {
+    /// Records one hand-over: the call made at `called`, returned at
+    /// `returned`, the next holder had the lock at `taken`.
+    pub(crate) fn record(&mut self, called: Instant, returned: Instant, taken: Instant) {
+        self.from_call.push(taken.saturating_duration_since(called));
+        match taken.checked_duration_since(returned) {
+            Some(after) => self.after_return.push(after),
+            None => self.before_return += 1,
+        }
+    }
+
+    /// How many hand-overs were recorded.
+    pub(crate) fn len(&self) -> usize {
+        self.from_call.len()
+    }
+}
+
 /// Jain's fairness index of per-client counts: `(Σx)² / (n·Σx²)`. 1.0 when
 /// every client did the same amount of work, 1/n when one client did it
 /// all; `None` when there are no clients or no work.
@@ -56,6 +88,22 @@ pub(crate) fn jain_index(counts: &[u64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hand_overs_before_the_return_are_counted_not_clamped() {
+        let called = Instant::now();
+        let returned = called + Duration::from_millis(3);
+        let mut handovers = Handovers::default();
+        handovers.record(called, returned, called + Duration::from_millis(1));
+        handovers.record(called, returned, called + Duration::from_millis(5));
+        assert_eq!(handovers.before_return, 1);
+        assert_eq!(handovers.after_return, [Duration::from_millis(2)]);
+        assert_eq!(
+            handovers.from_call,
+            [Duration::from_millis(1), Duration::from_millis(5)]
+        );
+        assert_eq!(handovers.len(), 2);
+    }
 
     fn ms(values: impl IntoIterator<Item = u64>) -> Vec<Duration> {
         values.into_iter().map(Duration::from_millis).collect()

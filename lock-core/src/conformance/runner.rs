@@ -14,8 +14,8 @@ use super::CaseResult;
 pub enum Outcome {
     /// Every check held.
     Passed,
-    /// The case needs a capability the backend (or factory) does not
-    /// declare; names it.
+    /// The case needs something the store (or the factory) cannot do;
+    /// says, in a user's words, what the store does instead.
     NotApplicable(&'static str),
 }
 
@@ -32,13 +32,13 @@ where
     match (case.await, expect_not_applicable) {
         (Ok(Outcome::Passed), false) => {}
         (Ok(Outcome::NotApplicable(needs)), true) => {
-            eprintln!("conformance case `{name}`: not applicable, as pinned: the backend lacks {needs}");
+            eprintln!("conformance case `{name}`: not applicable, as pinned: {needs}");
         }
         (Ok(Outcome::Passed), true) => panic!(
             "conformance case `{name}` passed, but this store's test file pins it as not applicable: remove it from the list"
         ),
         (Ok(Outcome::NotApplicable(needs)), false) => panic!(
-            "conformance case `{name}` did not run: the backend (or its factory) lacks {needs}; pin it as not applicable only if that is by design"
+            "conformance case `{name}` did not run ({needs}); pin it as not applicable only if that is by design"
         ),
         (Err(error), _) => panic!("conformance case `{name}` failed: {error}"),
     }
@@ -62,7 +62,7 @@ crate::__conformance_case_names!(__conformance_case_table());
 pub enum CaseStatus {
     /// Every check held.
     Passed,
-    /// Needs a capability the backend lacks (named).
+    /// Needs something the store cannot do; says what it does instead.
     NotApplicable(&'static str),
     /// A check failed, the store returned an error, or the case timed out.
     Failed(String),

@@ -70,7 +70,7 @@ pub(super) async fn after_resign(
     let (_, mut leader) = led(first, PATIENCE, "the election was free").await?;
     let mut leading = 0;
     let started = Instant::now();
-    while more_samples(row.ours.len(), started.elapsed(), budget) {
+    while more_samples(row.handovers.len(), started.elapsed(), budget) {
         let next = 1 - leading;
         let waiting = candidate(&elections[next], format!("candidate-{next}"), PATIENCE);
         tokio::time::sleep(WAITER_SETTLE).await;
@@ -81,11 +81,7 @@ pub(super) async fn after_resign(
             .map_err(|e| format!("resign: {}", describe(&e)))?;
         let resigned = Instant::now();
         let (led_at, leadership) = led(waiting, PATIENCE, "the leader resigned").await?;
-        // A store may wake the candidate before the leader's resign call
-        // returns; that hand-over took no time from the caller's view.
-        row.ours.push(led_at.saturating_duration_since(resigned));
-        row.from_call
-            .push(led_at.saturating_duration_since(resigning));
+        row.handovers.record(resigning, resigned, led_at);
         leader = leadership;
         leading = next;
         if let Some(probe) = probe {

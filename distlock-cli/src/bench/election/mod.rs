@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
 use super::floor::FloorProbe;
+use super::stats::Handovers;
 use super::Opener;
 
 pub(crate) use crash::CRASH_TTL;
@@ -55,13 +56,12 @@ const PATIENCE: Duration = Duration::from_secs(10);
 /// The resign failover row, beside its floor.
 #[derive(Debug, Default)]
 pub(crate) struct Failover {
-    /// From `resign()` returning (the part measured before a failure, if
-    /// any). Often zero where the store tells the candidate as it answers
-    /// the leader.
-    pub(crate) ours: Vec<Duration>,
-    /// From `resign()` being called: the whole hand-over, the store's
-    /// delete included, which is what the floor's two round trips match.
-    pub(crate) from_call: Vec<Duration>,
+    /// The hand-overs (those measured before a failure, if any): from
+    /// `resign()` being called (the whole hand-over, the store's delete
+    /// included, which is what the floor's two round trips match) and
+    /// from its return (a store may tell the candidate before the leader
+    /// hears back: those are counted apart).
+    pub(crate) handovers: Handovers,
     /// The floor's samples, one after each of ours.
     pub(crate) floor: Vec<Duration>,
     /// The raw hand-off's samples, one after each of ours, where the store

@@ -79,7 +79,7 @@ async fn a_watch_that_delivers_nothing_fails_the_observe_row_in_time() {
     let mut failover = Failover::default();
     let measured = failover::after_resign(&opener, None, Duration::from_millis(20), &mut failover);
     assert_eq!(measured.await, Ok(()));
-    assert!(failover.ours.len() >= 10, "{failover:?}");
+    assert!(failover.handovers.len() >= 10, "{failover:?}");
 }
 
 #[tokio::test]
@@ -88,7 +88,7 @@ async fn every_row_measures_on_memory() {
     let opener = shared(Locker::new(backend, options("rows")));
     let results = run(&opener, None, Duration::from_millis(50)).await;
     assert_eq!(results.errors(), Vec::<String>::new());
-    assert!(results.failover.ours.len() >= 10);
+    assert!(results.failover.handovers.len() >= 10);
     assert!(results.failover.floor.is_empty(), "no probe, no floor");
     assert_eq!(results.crash.kind, super::CrashKind::LeakedGuard);
     assert_eq!(results.crash.from_crash.len(), 3);

@@ -46,6 +46,24 @@ impl FloorProbe for FileFloor {
         "open + flock + unlock + close".to_owned()
     }
 
+    /// Removes the namespace's floor files, and the floor's directory
+    /// once no run uses it.
+    async fn clean_up(&self, namespace: &str) -> Result<(), LockError> {
+        match fs::remove_dir_all(self.dir.join(namespace)) {
+            Ok(()) => {}
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+            Err(error) => {
+                return Err(LockError::backend(
+                    format!("cannot remove the floor files of {namespace}: {error}"),
+                    error,
+                ))
+            }
+        }
+        // Fails while another run's files are there: that run removes it.
+        let _ = fs::remove_dir(&self.dir);
+        Ok(())
+    }
+
     async fn lock_release_once(&self, name: &LockName) -> Result<(), LockError> {
         let path = self.path(name);
         match lock_unlock_once(&path) {

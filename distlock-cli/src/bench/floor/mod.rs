@@ -68,6 +68,12 @@ pub(crate) trait FloorProbe: Send + Sync + fmt::Debug {
     /// Fails where the raw lock is held by someone else.
     async fn lock_release_once(&self, name: &LockName) -> Result<(), LockError>;
 
+    /// Removes what the probe left in the store for `namespace` (the
+    /// default: nothing is left, every raw lock is deleted or expires).
+    async fn clean_up(&self, _namespace: &str) -> Result<(), LockError> {
+        Ok(())
+    }
+
     /// What one raw round trip of [`round_trip_once`](Self::round_trip_once)
     /// is, e.g. `GET`.
     fn describe_round_trip(&self) -> String;
@@ -161,11 +167,13 @@ fn escape(text: &str) -> String {
     escaped
 }
 
-/// The error of a call that found its raw lock taken.
+/// The error of a call that found its raw lock taken: a zero wait that
+/// ran out, as for a `try_lock`, so that the throughput test counts it as
+/// a busy attempt rather than a failure.
 fn taken(what: impl fmt::Display) -> LockError {
-    LockError::Backend {
-        message: format!("floor probe: {what} was taken"),
-        source: None,
+    LockError::Timeout {
+        key: format!("floor probe: {what}"),
+        waited: Duration::ZERO,
     }
 }
 

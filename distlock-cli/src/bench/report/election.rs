@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{latency_row, ratio, short, times, Latency};
+use super::{before_return_row, latency_row, ratio, short, times, Latency};
 use crate::bench::election::{
     Crash, CrashKind, ElectionResults, Failover, Observe, RawNotify, CRASH_TTL, OBSERVERS,
 };
@@ -23,8 +23,11 @@ pub(crate) struct ElectionJson {
 /// To the waiting candidate's `campaign()` returning.
 #[derive(Debug, Serialize)]
 struct FailoverJson {
-    /// From the leader's `resign()` returning.
+    /// From the leader's `resign()` returning, over the hand-overs that
+    /// came after that return.
     ours: Option<Latency>,
+    /// Hand-overs complete before the leader's `resign()` returned.
+    before_resign_returned: usize,
     /// From the leader's `resign()` being called: the whole hand-over.
     from_resign_call: Option<Latency>,
     /// The raw lock+release (two round trips), measured between samples;
@@ -129,6 +132,12 @@ impl ElectionJson {
             "  from resign call",
             failover.from_resign_call.as_ref(),
         );
+        before_return_row(
+            out,
+            "resign",
+            failover.before_resign_returned,
+            failover.from_resign_call.as_ref(),
+        );
         failover
             .floor
             .rows(out, ("floor (lock+release)", "resign call/floor"));
@@ -169,13 +178,14 @@ impl ElectionJson {
 
 impl FailoverJson {
     fn new(row: &Failover, probe: Option<&str>, handoff: Option<&str>) -> Self {
-        let from_call = Latency::of(&row.from_call);
+        let from_call = Latency::of(&row.handovers.from_call);
         Self {
             floor: FloorJson::new(probe, &row.floor, from_call.as_ref()),
             handoff_floor: handoff
                 .filter(|_| !row.handoff_floor.is_empty())
                 .map(|what| FloorJson::new(Some(what), &row.handoff_floor, from_call.as_ref())),
-            ours: Latency::of(&row.ours),
+            ours: Latency::of(&row.handovers.after_return),
+            before_resign_returned: row.handovers.before_return,
             from_resign_call: from_call,
             error: row.error.clone(),
         }
@@ -301,6 +311,7 @@ fn signed_short(us: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::stats::Handovers;
 
     fn ms(values: impl IntoIterator<Item = u64>) -> Vec<Duration> {
         values.into_iter().map(Duration::from_millis).collect()
@@ -311,8 +322,11 @@ mod tests {
             round_trip: Some("GET".to_owned()),
             handoff: Some("raw hand-off".to_owned()),
             failover: Failover {
-                ours: ms([2, 2, 2]),
-                from_call: ms([3, 3, 3]),
+                handovers: Handovers {
+                    after_return: ms([2, 2, 2]),
+                    from_call: ms([3, 3, 3]),
+                    before_return: 1,
+                },
                 floor: ms([1, 1, 1]),
                 handoff_floor: ms([2, 2, 2]),
                 error: None,

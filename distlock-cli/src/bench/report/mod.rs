@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::election::ElectionResults;
 use super::measure::{Counts, Uncontended};
-use super::stats::{jain_index, Summary};
+use super::stats::{jain_index, Handovers, Summary};
 use crate::url::StoreUrl;
 
 use election::ElectionJson;
@@ -73,7 +73,13 @@ pub(crate) struct BenchResults {
     #[serde(flatten)]
     setup: BenchReport,
     uncontended: Option<Latency>,
+    /// From the holder's `release()` returning to the waiter's `lock()`
+    /// returning, over the hand-offs that came after that return.
     handoff: Option<Latency>,
+    /// From the holder's `release()` call, over every hand-off.
+    handoff_from_release_call: Option<Latency>,
+    /// Hand-offs complete before the holder's `release()` returned.
+    handoff_before_release_returned: usize,
     /// Failover and observe latency of leader election.
     election: ElectionJson,
     throughput: Throughput,
@@ -111,8 +117,13 @@ struct Floor {
     throughput: Option<Throughput>,
     /// Our throughput / the floor's.
     throughput_ratio: Option<f64>,
-    /// Probe calls that failed during the throughput test.
+    /// Raw attempts that found their lock held by another client during
+    /// the throughput test (and were tried again).
+    throughput_busy: u64,
+    /// Probe calls that failed during the throughput test, and the first
+    /// such failure.
     throughput_errors: u64,
+    throughput_first_error: Option<String>,
 }
 
 impl BenchReport {
@@ -120,7 +131,7 @@ impl BenchReport {
     pub(crate) fn with_results(
         self,
         uncontended: &Uncontended,
-        handoff: &[Duration],
+        handoff: &Handovers,
         election: &ElectionResults,
         ours: &Counts,
         floor_counts: Option<&Counts>,
@@ -143,13 +154,17 @@ impl BenchReport {
                     floor_throughput.as_ref().map(|t| t.ops_per_sec),
                 ),
                 throughput: floor_throughput,
+                throughput_busy: floor_counts.map_or(0, |c| c.busy),
                 throughput_errors: floor_counts.map_or(0, |c| c.errors),
+                throughput_first_error: floor_counts.and_then(|c| c.first_error.clone()),
             }
         });
         BenchResults {
             setup: self,
             uncontended: ours_latency,
-            handoff: Latency::of(handoff),
+            handoff: Latency::of(&handoff.after_return),
+            handoff_from_release_call: Latency::of(&handoff.from_call),
+            handoff_before_release_returned: handoff.before_return,
             election,
             throughput,
             floor,
@@ -233,6 +248,17 @@ impl BenchResults {
             );
         }
         latency_row(&mut out, "handoff", self.handoff.as_ref());
+        latency_row(
+            &mut out,
+            "  from release call",
+            self.handoff_from_release_call.as_ref(),
+        );
+        before_return_row(
+            &mut out,
+            "release",
+            self.handoff_before_release_returned,
+            self.handoff_from_release_call.as_ref(),
+        );
         self.election.table(&mut out);
 
         let _ = writeln!(
@@ -240,14 +266,10 @@ impl BenchResults {
             "\n{:<26}{:>11}{:>11}{:>10}",
             "throughput", "ops/s", "ops", "fairness"
         );
-        throughput_row(&mut out, "lock+release", Some(&self.throughput), 0);
+        throughput_row(&mut out, "lock+release", Some(&self.throughput));
         if let Some(floor) = &self.floor {
-            throughput_row(
-                &mut out,
-                "floor",
-                floor.throughput.as_ref(),
-                floor.throughput_errors,
-            );
+            throughput_row(&mut out, "floor", floor.throughput.as_ref());
+            floor.attempt_rows(&mut out);
             let _ = writeln!(
                 out,
                 "{:<26}{:>11}",
@@ -255,8 +277,53 @@ impl BenchResults {
                 times(floor.throughput_ratio)
             );
         }
+        out.push_str(LEGEND);
         out.truncate(out.trim_end().len());
         out
+    }
+}
+
+/// What the table's columns and rows mean, printed once below it.
+const LEGEND: &str = "
+n: samples; p50, p99: the median and the 99th percentile, mean: the average.
+floor: the same store operations made raw, without distlock, in the same run;
+  ours/floor: distlock's figure over the floor's (latency: above 1 is slower;
+  throughput: below 1 is fewer operations per second).
+handoff: from the holder's release() returning to the waiting client's lock()
+  returning (a store may hand over before release() returns: counted apart);
+  from release call: from the release() call instead, every hand-off.
+fairness: Jain's index over the clients' shares of the operations (1: equal).
+";
+
+impl Floor {
+    /// The throughput floor's attempts that did not count as operations.
+    fn attempt_rows(&self, out: &mut String) {
+        if self.throughput_busy > 0 {
+            let _ = writeln!(
+                out,
+                "    {} raw attempts found the key held by another client and tried again",
+                self.throughput_busy
+            );
+        }
+        if self.throughput_errors > 0 {
+            let _ = writeln!(
+                out,
+                "    {} raw attempts failed; the first: {}",
+                self.throughput_errors,
+                self.throughput_first_error.as_deref().unwrap_or("unknown")
+            );
+        }
+    }
+}
+
+/// `    3 of 144 were done before release() returned`, when any were.
+fn before_return_row(out: &mut String, call: &str, count: usize, all: Option<&Latency>) {
+    if count > 0 {
+        let total = all.map_or(0, |l| l.n);
+        let _ = writeln!(
+            out,
+            "    {count} of {total} were done before {call}() returned"
+        );
     }
 }
 
@@ -275,18 +342,14 @@ fn latency_row(out: &mut String, label: &str, latency: Option<&Latency>) {
     };
 }
 
-fn throughput_row(out: &mut String, label: &str, throughput: Option<&Throughput>, errors: u64) {
+fn throughput_row(out: &mut String, label: &str, throughput: Option<&Throughput>) {
     let label = format!("  {label}");
     let _ = match throughput {
         Some(t) => {
             let fairness = t.fairness.map_or("n/a".to_owned(), |f| format!("{f:.3}"));
-            let refused = match errors {
-                0 => String::new(),
-                n => format!("  ({n} probe calls failed)"),
-            };
             writeln!(
                 out,
-                "{label:<26}{:>11.0}{:>11}{fairness:>10}{refused}",
+                "{label:<26}{:>11.0}{:>11}{fairness:>10}",
                 t.ops_per_sec, t.ops
             )
         }

@@ -160,7 +160,7 @@ pub async fn proclaim_reaches_leader_and_observers(factory: &dyn LockerFactory) 
 pub async fn stalled_leader_is_replaced_after_ttl(factory: &dyn LockerFactory) -> CaseResult {
     let (settings, a, b) = two_lockers(factory, "stalled_leader", SHORT_TTL).await?;
     if !a.capabilities().per_lock_expiry {
-        return Ok(Outcome::NotApplicable("per_lock_expiry"));
+        return Ok(Outcome::NotApplicable(why::NO_LOCK_EXPIRES_ALONE));
     }
     let observer_locker = factory.open(&settings).await?;
     let stalled = a

@@ -180,9 +180,7 @@ pub async fn purging_a_namespace_spares_others(factory: &dyn LockerFactory) -> C
     let purged = purger.lock("k").await?;
     let spared = bystander.lock("k").await?;
     match purger.purge_namespace().await {
-        Err(LockError::NotSupported { .. }) => {
-            return Ok(Outcome::NotApplicable("removing a whole namespace"))
-        }
+        Err(LockError::NotSupported { .. }) => return Ok(Outcome::NotApplicable(why::NO_PURGE)),
         other => other?,
     }
     let taken = newcomer

@@ -57,9 +57,7 @@ pub async fn unreachable_store_gives_unavailable_then_recovers(
     const NO_HANG: Duration = Duration::from_secs(20);
     let settings = settings("unreachable", TTL);
     let Some(opened) = factory.open_with_outage(&settings).await else {
-        return Ok(Outcome::NotApplicable(
-            "an outage-capable factory (fault proxy)",
-        ));
+        return Ok(Outcome::NotApplicable(why::NO_OUTAGE));
     };
     let (locker, outage) = opened?;
     locker.lock("before").await?.release().await?;
@@ -107,9 +105,7 @@ pub async fn guard_dropped_while_unreachable_frees_the_lock_once_back(
 ) -> CaseResult {
     let settings = settings("dropped_unreachable", TTL);
     let Some(opened) = factory.open_with_outage(&settings).await else {
-        return Ok(Outcome::NotApplicable(
-            "an outage-capable factory (fault proxy)",
-        ));
+        return Ok(Outcome::NotApplicable(why::NO_OUTAGE));
     };
     let (locker, outage) = opened?;
     let other = factory.open(&settings).await?;

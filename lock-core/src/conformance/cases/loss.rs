@@ -69,9 +69,7 @@ pub async fn release_after_takeover_reports_lost(factory: &dyn LockerFactory) ->
     let (settings, a, b) = two_lockers(factory, "release_after_takeover", SHORT_TTL).await?;
     let ways = [Takeover::Expiry, Takeover::TakeAway];
     let Some((old, new)) = take_over(factory, &a, &b, "k", &ways).await? else {
-        return Ok(Outcome::NotApplicable(
-            "per_lock_expiry, or a factory that can take locks away",
-        ));
+        return Ok(Outcome::NotApplicable(why::NO_TAKEOVER));
     };
     // Stores that notice a removal only at the next check get until then.
     let _ = tokio::time::timeout(settings.ttl + SLACK, old.lost()).await;
@@ -112,7 +110,7 @@ pub async fn renewal_keeps_lock_past_three_ttls(factory: &dyn LockerFactory) -> 
 pub async fn abandoned_lock_is_freed_after_ttl(factory: &dyn LockerFactory) -> CaseResult {
     let (settings, a, b) = two_lockers(factory, "abandoned", SHORT_TTL).await?;
     if !a.capabilities().per_lock_expiry {
-        return Ok(Outcome::NotApplicable("per_lock_expiry"));
+        return Ok(Outcome::NotApplicable(why::NO_LOCK_EXPIRES_ALONE));
     }
     let before_lock = Instant::now();
     a.lock("k").await?.leak();
@@ -134,9 +132,7 @@ pub async fn lost_signal_fires_when_lock_is_taken_away(factory: &dyn LockerFacto
     let (settings, a, b) = two_lockers(factory, "lost_signal", TTL).await?;
     let guard = a.lock("k").await?;
     let Some(taken) = factory.take_away(&b, "k").await else {
-        return Ok(Outcome::NotApplicable(
-            "force_release, or a factory that can take locks away",
-        ));
+        return Ok(Outcome::NotApplicable(why::NO_FORCE_RELEASE));
     };
     taken?;
     let reason = tokio::time::timeout(settings.ttl + SLACK, guard.lost())
@@ -177,7 +173,7 @@ pub async fn tokens_increase_across_expiry(factory: &dyn LockerFactory) -> CaseR
     // lock file), so only store-side take-overs count here.
     let ways = [Takeover::Expiry, Takeover::ForceRelease];
     let Some((old, new)) = take_over(factory, &a, &b, "k", &ways).await? else {
-        return Ok(Outcome::NotApplicable("per_lock_expiry or force_release"));
+        return Ok(Outcome::NotApplicable(why::NO_TAKEOVER));
     };
     assert!(
         new.token() > old.token(),
@@ -198,7 +194,7 @@ pub async fn loss_is_signalled_before_others_can_acquire(
 ) -> CaseResult {
     let (settings, a, b) = two_lockers(factory, "loss_before_expiry", SHORT_TTL).await?;
     if !a.capabilities().per_lock_expiry {
-        return Ok(Outcome::NotApplicable("per_lock_expiry"));
+        return Ok(Outcome::NotApplicable(why::NO_LOCK_EXPIRES_ALONE));
     }
     let old = a
         .lock_with("k", LockOptions::new().auto_renew(false))

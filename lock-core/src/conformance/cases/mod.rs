@@ -32,6 +32,32 @@ use crate::key::{Namespace, MAX_KEY_LEN};
 use crate::locker::Locker;
 use crate::options::LockOptions;
 
+/// Why a case does not apply, in a user's words: what the store does
+/// instead of what the case needs.
+mod why {
+    pub(super) const NO_READ_WRITE_LOCKS: &str =
+        "the store has no read-write locks: rwlock() returns NotSupported";
+    pub(super) const NO_SEMAPHORES: &str =
+        "the store has no semaphores: semaphore() returns NotSupported";
+    pub(super) const NO_SHARED_HOLDS: &str =
+        "the store has neither read-write locks nor semaphores";
+    pub(super) const NO_LOCK_EXPIRES_ALONE: &str =
+        "a lock here lives as long as its locker (its session, lease or open file), \
+         so a lock its live locker stops renewing is never freed on its own";
+    pub(super) const NO_ABANDONED_HOLD: &str =
+        "a lock here lives as long as its locker, and a live deployment cannot be cut \
+         off to abandon one (the test suite does it through a fault proxy)";
+    pub(super) const NO_OUTAGE: &str =
+        "needs to cut this client off the store and back, which only the test suite can \
+         do (through a fault proxy), not a live deployment";
+    pub(super) const NO_TAKEOVER: &str =
+        "the store cannot remove another owner's lock (no force_release), \
+         and its locks do not expire on their own";
+    pub(super) const NO_FORCE_RELEASE: &str =
+        "the store cannot remove another owner's lock (no force_release)";
+    pub(super) const NO_PURGE: &str = "the store cannot remove a whole namespace";
+}
+
 /// The ttl of most cases: long enough that expiry cannot explain a
 /// hand-off the case expects from a release.
 const TTL: Duration = Duration::from_secs(3);

@@ -23,7 +23,7 @@ pub async fn readers_share_and_writers_exclude(factory: &dyn LockerFactory) -> C
     let settings = settings("readers_share", TTL);
     let lockers = open_many(factory, &settings, 4).await?;
     let Some(a) = rwlock(&lockers[0], "cfg")? else {
-        return Ok(Outcome::NotApplicable("shared_locks"));
+        return Ok(Outcome::NotApplicable(why::NO_READ_WRITE_LOCKS));
     };
     let b = lockers[1].rwlock("cfg")?;
     let first = a.read().await?;
@@ -97,7 +97,7 @@ pub async fn waiting_writer_is_not_overtaken_by_later_readers(
     let settings = settings("writer_not_overtaken", TTL);
     let lockers = open_many(factory, &settings, 3).await?;
     let Some(reader) = rwlock(&lockers[0], "cfg")? else {
-        return Ok(Outcome::NotApplicable("shared_locks"));
+        return Ok(Outcome::NotApplicable(why::NO_READ_WRITE_LOCKS));
     };
     let (writer, late) = (lockers[1].rwlock("cfg")?, lockers[2].rwlock("cfg")?);
     let held = reader.read().await?;
@@ -155,7 +155,7 @@ pub async fn tokens_increase_across_read_and_write_guards(
 ) -> CaseResult {
     let (_, a, b) = two_lockers(factory, "rw_tokens", TTL).await?;
     let Some(rw) = rwlock(&a, "cfg")? else {
-        return Ok(Outcome::NotApplicable("shared_locks"));
+        return Ok(Outcome::NotApplicable(why::NO_READ_WRITE_LOCKS));
     };
     let other = b.rwlock("cfg")?;
     let mut tokens = Vec::new();
@@ -187,7 +187,7 @@ pub async fn cancelled_shared_requests_leave_nothing_behind(
     let (_, a, b) = two_lockers(factory, "cancelled_shared", TTL).await?;
     let caps = a.capabilities();
     if !caps.shared_locks && !caps.semaphores {
-        return Ok(Outcome::NotApplicable("shared_locks or semaphores"));
+        return Ok(Outcome::NotApplicable(why::NO_SHARED_HOLDS));
     }
     let short = Duration::from_millis(200);
     if caps.shared_locks {
@@ -235,7 +235,7 @@ pub async fn lost_fires_for_read_locks_and_permits(factory: &dyn LockerFactory) 
     let probe = factory.open(&settings).await?;
     let caps = probe.capabilities();
     if !caps.shared_locks && !caps.semaphores {
-        return Ok(Outcome::NotApplicable("shared_locks or semaphores"));
+        return Ok(Outcome::NotApplicable(why::NO_SHARED_HOLDS));
     }
     let (holder, outage) = if caps.per_lock_expiry {
         (probe, None)
@@ -245,11 +245,7 @@ pub async fn lost_fires_for_read_locks_and_permits(factory: &dyn LockerFactory) 
                 let (locker, outage) = opened?;
                 (locker, Some(outage))
             }
-            None => {
-                return Ok(Outcome::NotApplicable(
-                    "per_lock_expiry, or an outage-capable factory",
-                ))
-            }
+            None => return Ok(Outcome::NotApplicable(why::NO_ABANDONED_HOLD)),
         }
     };
     let no_renewal = || LockOptions::new().auto_renew(false);

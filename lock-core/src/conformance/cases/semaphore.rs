@@ -27,7 +27,7 @@ pub async fn semaphore_never_exceeds_its_limit(factory: &dyn LockerFactory) -> C
     let settings = settings("semaphore_limit", TTL);
     let lockers = open_many(factory, &settings, 4).await?;
     if semaphore(&lockers[0], "pool", LIMIT)?.is_none() {
-        return Ok(Outcome::NotApplicable("semaphores"));
+        return Ok(Outcome::NotApplicable(why::NO_SEMAPHORES));
     }
     let mut all = Vec::new();
     for locker in &lockers[..3] {
@@ -70,7 +70,7 @@ pub async fn semaphore_never_exceeds_its_limit(factory: &dyn LockerFactory) -> C
 pub async fn semaphore_limit_mismatch_is_an_error(factory: &dyn LockerFactory) -> CaseResult {
     let (_, a, b) = two_lockers(factory, "semaphore_mismatch", TTL).await?;
     let Some(two) = semaphore(&a, "pool", 2)? else {
-        return Ok(Outcome::NotApplicable("semaphores"));
+        return Ok(Outcome::NotApplicable(why::NO_SEMAPHORES));
     };
     let three = b.semaphore("pool", 3)?;
     let permit = two.acquire().await?;
@@ -105,7 +105,7 @@ pub async fn vanished_permit_returns_after_ttl(factory: &dyn LockerFactory) -> C
     let settings = settings("vanished_permit", SHORT_TTL);
     let waiter = factory.open(&settings).await?;
     let Some(pool) = semaphore(&waiter, "pool", 1)? else {
-        return Ok(Outcome::NotApplicable("semaphores"));
+        return Ok(Outcome::NotApplicable(why::NO_SEMAPHORES));
     };
     let Some(vanished) = vanish(factory, &settings, &waiter, |locker| async move {
         locker
@@ -115,9 +115,7 @@ pub async fn vanished_permit_returns_after_ttl(factory: &dyn LockerFactory) -> C
     })
     .await?
     else {
-        return Ok(Outcome::NotApplicable(
-            "per_lock_expiry, or an outage-capable factory",
-        ));
+        return Ok(Outcome::NotApplicable(why::NO_ABANDONED_HOLD));
     };
     let taken = pool.acquire_with(wait(settings.ttl * 2 + SLACK)).await?;
     if let Some(lease_start) = vanished.lease_start {
@@ -202,7 +200,7 @@ pub async fn releasing_a_permit_lets_one_waiter_in(factory: &dyn LockerFactory) 
     let settings = settings("permit_one_waiter", TTL);
     let holder = factory.open(&settings).await?;
     let Some(pool) = semaphore(&holder, "pool", 2)? else {
-        return Ok(Outcome::NotApplicable("semaphores"));
+        return Ok(Outcome::NotApplicable(why::NO_SEMAPHORES));
     };
     let first = pool.acquire().await?;
     let second = pool.acquire().await?;

@@ -112,7 +112,7 @@ pub async fn watch_reports_acquire_and_release(factory: &dyn LockerFactory) -> C
 pub async fn watch_reports_expiry(factory: &dyn LockerFactory) -> CaseResult {
     let (settings, a, b) = two_lockers(factory, "watch_expiry", SHORT_TTL).await?;
     if !a.capabilities().per_lock_expiry {
-        return Ok(Outcome::NotApplicable("per_lock_expiry"));
+        return Ok(Outcome::NotApplicable(why::NO_LOCK_EXPIRES_ALONE));
     }
     let mut watch = b.watch("k")?;
     assert!(next_state(&mut watch, SLACK).await.is_none());
@@ -146,9 +146,7 @@ pub async fn watch_reports_a_lock_taken_away(factory: &dyn LockerFactory) -> Cas
         .expect("the holder was not reported");
     assert_eq!(held.token, guard.token());
     let Some(taken) = factory.take_away(&b, "k").await else {
-        return Ok(Outcome::NotApplicable(
-            "force_release, or a factory that can take locks away",
-        ));
+        return Ok(Outcome::NotApplicable(why::NO_FORCE_RELEASE));
     };
     taken?;
     assert!(
