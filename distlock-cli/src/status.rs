@@ -13,11 +13,15 @@ use crate::url::StoreUrl;
 /// The JSON shape of `status --json`; absent facts are `null`. `owner`,
 /// `token`, `value` and `ttl_left_ms` are the first holder's; `holders`
 /// lists every one (readers of a read lock, permit holders with
-/// `--permits`).
+/// `--permits`). Without `--permits`, `permit_holders` lists the holders
+/// of the semaphore of the same name (empty where the store has none).
+/// `store` is the URL asked (password masked), `backend` its store.
 #[derive(Debug, Serialize)]
 struct StatusJson<'a> {
     key: &'a str,
     namespace: &'a str,
+    store: &'a str,
+    backend: &'a str,
     held: bool,
     owner: Option<&'a str>,
     token: Option<u64>,
@@ -26,6 +30,8 @@ struct StatusJson<'a> {
     /// `exclusive`, `shared` or `permit`; `null` when free.
     kind: Option<&'static str>,
     holders: Vec<HolderJson<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    permit_holders: Option<Vec<HolderJson<'a>>>,
 }
 
 /// One holder in `status --json`.
@@ -53,22 +59,34 @@ impl<'a> HolderJson<'a> {
 }
 
 /// Prints whether `KEY` is held and by whom (every reader of a read lock;
-/// with `--permits`, every permit holder of the semaphore KEY). Exits 0
-/// either way: a held lock is an answer, not an error.
+/// with `--permits`, every permit holder of the semaphore KEY), and, when
+/// its semaphore's permits are held too, those; then which store it
+/// asked. Exits 0 either way: a held lock is an answer, not an error.
 pub(crate) async fn status(store: &StoreUrl, args: StatusArgs) -> Result<i32, Failure> {
     let locker = store.connect().await?;
-    let holders = if args.permits {
-        locker.permit_holders(&args.key).await
+    let failure = |error| store.failure(error);
+    let (holders, permits) = if args.permits {
+        (
+            locker.permit_holders(&args.key).await.map_err(failure)?,
+            None,
+        )
     } else {
-        locker.holders(&args.key).await
-    }
-    .map_err(|error| store.failure(error))?;
+        let holders = locker.holders(&args.key).await.map_err(failure)?;
+        let permits = if locker.capabilities().semaphores {
+            Some(locker.permit_holders(&args.key).await.map_err(failure)?)
+        } else {
+            None
+        };
+        (holders, permits)
+    };
     let text = if args.json {
         let listed: Vec<_> = holders.iter().map(HolderJson::new).collect();
         let first = listed.first();
         let json = StatusJson {
             key: &args.key,
             namespace: locker.namespace().as_str(),
+            store: store.shown(),
+            backend: locker.backend_name(),
             held: first.is_some(),
             owner: first.map(|h| h.owner),
             token: first.map(|h| h.token),
@@ -76,10 +94,24 @@ pub(crate) async fn status(store: &StoreUrl, args: StatusArgs) -> Result<i32, Fa
             ttl_left_ms: first.and_then(|h| h.ttl_left_ms),
             kind: first.map(|h| h.kind),
             holders: listed,
+            permit_holders: permits
+                .as_ref()
+                .map(|p| p.iter().map(HolderJson::new).collect()),
         };
         serde_json::to_string(&json).map_err(|e| Failure::other(e.to_string()))?
     } else {
-        describe(&args.key, &holders)
+        let mut text = describe(&args.key, &holders);
+        if let Some(permits) = permits.as_deref().filter(|p| !p.is_empty()) {
+            text.push('\n');
+            text.push_str(&describe(&format!("{} (semaphore)", args.key), permits));
+        }
+        text.push_str(&format!(
+            "\nasked {} ({} store, namespace {})",
+            store.shown(),
+            locker.backend_name(),
+            locker.namespace()
+        ));
+        text
     };
     output::line(&text)?;
     Ok(SUCCESS)

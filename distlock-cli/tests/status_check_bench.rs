@@ -9,7 +9,8 @@ fn status_reports_free_then_held_by_the_running_holder() {
     let store = Store::new();
     let free = output(store.distlock(&["status", "jobs/nightly"]));
     assert!(free.status.success(), "{}", stderr(&free));
-    assert_eq!(stdout(&free).trim(), "jobs/nightly: free");
+    let asked = format!("asked {} (file store, namespace default)", store.url);
+    assert_eq!(stdout(&free).trim(), format!("jobs/nightly: free\n{asked}"));
 
     let ready = store.scratch("ready");
     let script = format!("touch {}; exec sleep 5", ready.display());
@@ -26,6 +27,8 @@ fn status_reports_free_then_held_by_the_running_holder() {
     );
     assert_eq!(json["key"], "jobs/nightly");
     assert_eq!(json["namespace"], "default");
+    assert_eq!(json["store"], store.url.as_str());
+    assert_eq!(json["backend"], "file");
     assert!(json["token"].as_u64().is_some(), "{json}");
     assert!(json.get("ttl_left_ms").is_some(), "{json}");
     let owner = json["owner"].as_str().expect("owner");
@@ -46,7 +49,33 @@ fn status_reports_free_then_held_by_the_running_holder() {
     signal(holder.id(), libc::SIGTERM);
     wait(&mut holder);
     let after = output(store.distlock(&["status", "jobs/nightly"]));
-    assert_eq!(stdout(&after).trim(), "jobs/nightly: free");
+    assert_eq!(
+        stdout(&after).trim(),
+        format!("jobs/nightly: free\n{asked}")
+    );
+}
+
+#[test]
+fn status_of_a_name_shows_its_semaphores_permits_too() {
+    let store = Store::new();
+    let ready = store.scratch("ready");
+    let script = format!("touch {}; exec sleep 5", ready.display());
+    let mut holder = store.hold_with("pool", &["--permits", "3"], &script, &ready);
+    let out = output(store.distlock(&["status", "pool"]));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "pool: free", "{text}");
+    assert_eq!(lines[1], "pool (semaphore): 1 of 3 permits held", "{text}");
+    assert!(
+        lines[2].starts_with("  ") && lines[2].contains(", token "),
+        "{text}"
+    );
+    let json = output(store.distlock(&["status", "pool", "--json"]));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(json["held"], false, "{json}");
+    assert_eq!(json["permit_holders"][0]["kind"], "permit", "{json}");
+    signal(holder.id(), libc::SIGTERM);
+    wait(&mut holder);
 }
 
 #[test]
