@@ -43,6 +43,9 @@
 //!
 //! ## Cargo features
 #![doc = document_features::document_features!()]
+// On docs.rs (nightly rustdoc), items behind a cargo feature are marked
+// with it.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
 pub mod backend;
