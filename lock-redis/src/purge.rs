@@ -76,7 +76,8 @@ async fn purge_on(
         let (next, keys): (String, Vec<Vec<u8>>) = conn
             .query_on_slot(timeouts, "scan a namespace's keys", &scan, slot)
             .await?;
-        for group in conn.script_groups(&keys) {
+        // A page may match nothing (the cursor still moves on).
+        for group in conn.script_groups(&keys).into_iter().filter(|g| !g.is_empty()) {
             let mut unlink = redis::cmd("UNLINK");
             for &i in &group {
                 unlink.arg(&keys[i]);

@@ -31,6 +31,8 @@ const NAMES: usize = 10_000;
 const IN_FLIGHT: usize = 64;
 /// How many names of the hand-off share get a waiter in line.
 const HAND_OFFS: usize = 100;
+/// How many keys of a namespace of their own the purge tests write first.
+const FILLER: usize = 3_000;
 /// The number of Redis Cluster hash slots.
 const SLOTS: usize = 16_384;
 /// Timeouts for a busy machine: the churn keeps many calls in flight.
@@ -164,6 +166,14 @@ impl Raw {
             Raw::Cluster(c) => cmd.query_async(c).await.unwrap(),
         };
         found == 1
+    }
+
+    async fn set(&mut self, key: &str) {
+        let cmd = redis::cmd("SET").arg(key).arg("x").clone();
+        let () = match self {
+            Raw::Server(c) => cmd.query_async(c).await.unwrap(),
+            Raw::Cluster(c) => cmd.query_async(c).await.unwrap(),
+        };
     }
 }
 
@@ -415,10 +425,40 @@ async fn a_dropped_watch_leaves_only_a_marker_that_expires() {
     }
 }
 
+/// Writes [`FILLER`] keys of `namespace` on every master, so that a scan
+/// of another namespace meets pages that match nothing.
+async fn fill(d: &Deployment, namespace: &str) {
+    let keys: Vec<String> = (0..FILLER)
+        .map(|i| format!("distlock:{{{namespace}:filler/{i}}}"))
+        .collect();
+    let mut raws = Vec::new();
+    if d.cluster {
+        raws.push(d.raw().await);
+    } else {
+        for &addr in &d.masters {
+            raws.push(Raw::Server(server(addr).await));
+        }
+    }
+    for raw in raws {
+        let sets = keys.iter().map(|key| {
+            let mut raw = raw.clone();
+            async move { raw.set(key).await }
+        });
+        stream::iter(sets)
+            .buffer_unordered(IN_FLIGHT)
+            .collect::<Vec<()>>()
+            .await;
+    }
+}
+
 /// Everything of a namespace, held or not, goes with a purge; its holders
-/// find out at their next renewal; another namespace keeps its own.
+/// find out at their next renewal; another namespace keeps its own. A
+/// third namespace of many keys makes the purge's scan meet pages with
+/// nothing of its namespace; it is purged last.
 async fn purge_spares_others(d: Deployment, prefix: &str) {
     let (gone, kept) = (format!("{prefix}-gone"), format!("{prefix}-kept"));
+    let filler = format!("{prefix}-filler");
+    fill(&d, &filler).await;
     let purged = d.locker(&gone, "1500ms").await;
     let spared = d.locker(&kept, "1500ms").await;
     let mut held = Vec::new();
@@ -465,6 +505,15 @@ async fn purge_spares_others(d: Deployment, prefix: &str) {
         [],
         "renewals brought keys back"
     );
+    // A cluster keeps each key once; independent servers each a copy.
+    let copies = if d.cluster { 1 } else { d.masters.len() };
+    assert_eq!(d.keys_of(&filler).await.concat().len(), FILLER * copies);
+    d.locker(&filler, "1s")
+        .await
+        .purge_namespace()
+        .await
+        .unwrap();
+    assert_eq!(d.keys_of(&filler).await.concat(), []);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
