@@ -77,7 +77,11 @@ async fn purge_on(
             .query_on_slot(timeouts, "scan a namespace's keys", &scan, slot)
             .await?;
         // A page may match nothing (the cursor still moves on).
-        for group in conn.script_groups(&keys).into_iter().filter(|g| !g.is_empty()) {
+        for group in conn
+            .script_groups(&keys)
+            .into_iter()
+            .filter(|g| !g.is_empty())
+        {
             let mut unlink = redis::cmd("UNLINK");
             for &i in &group {
                 unlink.arg(&keys[i]);
