@@ -415,13 +415,16 @@ async fn a_dropped_watch_leaves_only_a_marker_that_expires() {
             assert!(watch.changed().await.is_some(), "held");
             guard.release().await.unwrap();
         }
+        let mut markers = 0;
         for (key, pttl) in d.keys_of(&namespace).await.concat() {
             if key.ends_with("}:token") {
                 continue;
             }
             assert!(key.ends_with(":watched"), "{key} left");
             assert!((1..=30_000).contains(&pttl), "{key} expires in {pttl} ms");
+            markers += 1;
         }
+        assert_eq!(markers, 5, "a marker per watched name, until it expires");
     }
 }
 
