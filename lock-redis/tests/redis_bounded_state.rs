@@ -10,7 +10,6 @@
 mod common;
 
 use std::collections::HashSet;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::connect;
@@ -42,39 +41,41 @@ const TIMEOUTS: &str = "connect_timeout=2s&response_timeout=2s";
 struct Deployment {
     /// Its URL, without options.
     url: String,
-    /// Every master: where a namespace's keys are counted.
-    masters: Vec<SocketAddr>,
+    /// The `redis://` URL of every master: where a namespace's keys are
+    /// counted.
+    masters: Vec<String>,
     cluster: bool,
     redlock: bool,
 }
 
 impl Deployment {
     async fn single() -> Self {
+        // Perhaps the server `DISTLOCK_TEST_REDIS_URL` names.
         let url = shared_redis_url().await.unwrap();
-        let addr = url.trim_start_matches("redis://").parse().unwrap();
-        Self::new(url, vec![addr], false, false)
+        Self::new(url.clone(), vec![url], false, false)
     }
 
     async fn cluster() -> Self {
         let url = shared_cluster_url().await.unwrap();
         let hosts = url.trim_start_matches("redis+cluster://");
-        let masters = hosts.split(',').map(|h| h.parse().unwrap()).collect();
+        let masters = hosts.split(',').map(|h| format!("redis://{h}")).collect();
         Self::new(url, masters, true, false)
     }
 
     async fn sentinel() -> Self {
         let group = shared_sentinel_group().await.unwrap();
         let master = group.master_addr().await.unwrap();
-        Self::new(group.url(), vec![master], false, false)
+        Self::new(group.url(), vec![format!("redis://{master}")], false, false)
     }
 
     async fn redlock() -> Self {
         let servers = shared_redlock_servers(3).await.unwrap();
-        let masters: Vec<SocketAddr> = servers.iter().map(|s| s.addr()).collect();
-        Self::new(redlock_url(masters.iter().copied()), masters, false, true)
+        let url = redlock_url(servers.iter().map(|s| s.addr()));
+        let masters = servers.iter().map(|s| format!("redis://{}", s.addr()));
+        Self::new(url, masters.collect(), false, true)
     }
 
-    fn new(url: String, masters: Vec<SocketAddr>, cluster: bool, redlock: bool) -> Self {
+    fn new(url: String, masters: Vec<String>, cluster: bool, redlock: bool) -> Self {
         Self {
             url,
             masters,
@@ -97,32 +98,32 @@ impl Deployment {
                 .config;
             Raw::Cluster(config.cluster_connection().await.unwrap())
         } else {
-            Raw::Server(server(self.masters[0]).await)
+            Raw::Server(server(&self.masters[0]).await)
         }
     }
 
     /// Every key of `namespace` on each master, with its PTTL (-1: none).
     async fn keys_of(&self, namespace: &str) -> Vec<Vec<(String, i64)>> {
         let mut per_master = Vec::new();
-        for &addr in &self.masters {
-            per_master.push(scan(addr, namespace).await);
+        for master in &self.masters {
+            per_master.push(scan(master, namespace).await);
         }
         per_master
     }
 }
 
 /// A raw connection to one server, for looking at keys from outside.
-async fn server(addr: SocketAddr) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(format!("redis://{addr}"))
+async fn server(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
         .unwrap()
         .get_multiplexed_async_connection()
         .await
         .unwrap()
 }
 
-/// Every key of `namespace` on the server at `addr`, with its PTTL.
-async fn scan(addr: SocketAddr, namespace: &str) -> Vec<(String, i64)> {
-    let mut raw = server(addr).await;
+/// Every key of `namespace` on the server at `url`, with its PTTL.
+async fn scan(url: &str, namespace: &str) -> Vec<(String, i64)> {
+    let mut raw = server(url).await;
     let pattern = format!("distlock:{{{namespace}:*");
     let mut found = Vec::new();
     let mut cursor = String::from("0");
@@ -438,8 +439,8 @@ async fn fill(d: &Deployment, namespace: &str) {
     if d.cluster {
         raws.push(d.raw().await);
     } else {
-        for &addr in &d.masters {
-            raws.push(Raw::Server(server(addr).await));
+        for master in &d.masters {
+            raws.push(Raw::Server(server(master).await));
         }
     }
     for raw in raws {
