@@ -25,13 +25,14 @@
 //! `ONLY=Floor`, `ONLY=Scripts` or `ONLY=Ours` runs one contender's
 //! throughput alone (for profiling the client, e.g. under `perf record`).
 //!
-//! The raw recipe names its keys as lock-redis does
-//! (`distlock:{<namespace>:<key>}` and its suffixes), in a namespace of
-//! its own, and sends the same arguments, each call one `EVALSHA` of a
-//! script loaded beforehand. Both raw contenders build their names once
-//! per run, so that the client's share of their figures is as small as
-//! the client library allows. Like distlock, it leaves each
-//! name's token counter on the server (about 100 bytes per name).
+//! The raw recipe names its keys as lock-redis does on one server
+//! (`distlock:{<namespace>:<key>}` and its suffixes, and the namespace's
+//! fencing counter `distlock:{<namespace>:}:token`), in a namespace of its
+//! own, and sends the same arguments, each call one `EVALSHA` of a script
+//! loaded beforehand. Both raw contenders build their names once per run,
+//! so that the client's share of their figures is as small as the client
+//! library allows. Like distlock, it leaves one key behind: its
+//! namespace's counter.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -43,15 +44,16 @@ const COMMON: &str = include_str!("../../lock-redis/src/scripts/common.lua");
 const ACQUIRE: &str = include_str!("../../lock-redis/src/scripts/acquire.lua");
 const RELEASE: &str = include_str!("../../lock-redis/src/scripts/release_queued.lua");
 
-/// The suffixes of a lock's names that the two scripts take, in order.
-const SUFFIXES: [&str; 7] = [
-    "",
-    ":token",
-    ":watched",
-    ":queue",
-    ":waiters",
-    ":readers",
-    ":readvalues",
+/// The suffixes of a lock's names that the two scripts take, in order;
+/// `None` stands for the namespace's counter, which is no lock's name.
+const SUFFIXES: [Option<&str>; 7] = [
+    Some(""),
+    None,
+    Some(":watched"),
+    Some(":queue"),
+    Some(":waiters"),
+    Some(":readers"),
+    Some(":readvalues"),
 ];
 
 const CLIENTS: usize = 16;
@@ -85,7 +87,11 @@ impl Names {
             scripts: (0..KEYS)
                 .map(|key| {
                     let base = format!("distlock:{{raw-{run}:k{key}}}");
-                    SUFFIXES.iter().map(|s| format!("{base}{s}")).collect()
+                    let counter = format!("distlock:{{raw-{run}:}}:token");
+                    SUFFIXES
+                        .iter()
+                        .map(|s| s.map_or_else(|| counter.clone(), |s| format!("{base}{s}")))
+                        .collect()
                 })
                 .collect(),
         }

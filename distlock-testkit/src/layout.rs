@@ -8,7 +8,7 @@
 //!
 //! | store | a lock `(ns, key)` lives in |
 //! | --- | --- |
-//! | Redis | `distlock:{<ns>:<key>}` and the same with `:token`, `:queue`, `:waiters`, `:released`; `%`, `{`, `}` percent-encoded |
+//! | Redis | `distlock:{<ns>:<key>}` and the same with `:queue`, `:waiters`, `:released`; `%`, `{`, `}` percent-encoded; the fencing counter `distlock:{<ns>:}:token` is the namespace's (one per slot on a cluster) |
 //! | etcd | one entry per acquisition under `distlock/<ns>/<key>/`; `%`, `/` and non-ASCII bytes of the key percent-encoded |
 //! | ZooKeeper | nodes `lock-<id>-<sequence>` in `<base>/<ns>/<segment>/…/_locks`, each key level a node, lowest sequence holding |
 
@@ -22,7 +22,9 @@ pub const ZK_DEFAULT_BASE: &str = "/distlock";
 pub struct RedisKeys {
     /// The lock: `"<token> <owner>"` with an expiry.
     pub lock: String,
-    /// The fencing token counter.
+    /// The fencing token counter, shared by the namespace's locks on one
+    /// server, a Sentinel master or a Redlock master (a cluster has one
+    /// per namespace and slot, named otherwise).
     pub token: String,
     /// The waiters' owner ids, in order of arrival (a list).
     pub queue: String,
@@ -47,8 +49,9 @@ impl RedisKeys {
             escape(name.namespace().as_str()),
             escape(name.key().as_str())
         );
-        let [token, queue, waiters, released] =
-            ["token", "queue", "waiters", "released"].map(|suffix| format!("{lock}:{suffix}"));
+        let token = format!("distlock:{{{}:}}:token", escape(name.namespace().as_str()));
+        let [queue, waiters, released] =
+            ["queue", "waiters", "released"].map(|suffix| format!("{lock}:{suffix}"));
         Self {
             lock,
             token,
@@ -143,9 +146,10 @@ mod tests {
         let keys = RedisKeys::of(&name("billing", "a}b{c%7D"));
         let tag = "distlock:{billing:a%7Db%7Bc%257D}";
         assert_eq!(keys.lock, tag);
-        let suffixed = [keys.token, keys.queue, keys.waiters, keys.released];
-        let expected = ["token", "queue", "waiters", "released"].map(|s| format!("{tag}:{s}"));
+        let suffixed = [keys.queue, keys.waiters, keys.released];
+        let expected = ["queue", "waiters", "released"].map(|s| format!("{tag}:{s}"));
         assert_eq!(suffixed, expected);
+        assert_eq!(keys.token, "distlock:{billing:}:token");
     }
 
     #[test]

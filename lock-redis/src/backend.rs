@@ -12,14 +12,16 @@ use lock_core::backend::{
     acquire_with_retries, holder_stream, AcquireRequest, Acquired, Attempt, Backend, Capabilities,
     HoldKind, HolderStream, Primitive, Renewal,
 };
-use lock_core::{FencingToken, LockError, LockInfo, LockName};
+use lock_core::{FencingToken, LockError, LockInfo, LockName, Namespace};
 
 use crate::config::{RedisConfig, Topology};
 use crate::conn::{Conn, ScriptCall, Timeouts};
+use crate::counter::Counters;
 use crate::held::RedisHeld;
 use crate::keys::LockKeys;
 use crate::leaving::{object_of, LeaveOnDrop, Leaving, Pending};
 use crate::pubsub::{Listener, Target};
+use crate::purge::purge;
 use crate::queue::{QueueMode, QueuedWait, WAITER_LIFE};
 use crate::renewal::{ConnTarget, HeldKeys, RenewalStats, Renewer};
 use crate::retry::CleanupRetry;
@@ -42,7 +44,17 @@ pub(crate) struct Inner {
     pub(crate) renewer: Renewer,
     /// Clean-ups of abandoned acquisitions under way.
     pub(crate) leaving: Arc<Leaving>,
+    /// How locks share fencing counters: per namespace, or per namespace
+    /// and slot on a cluster.
+    pub(crate) counters: Counters,
     config: RedisConfig,
+}
+
+impl Inner {
+    /// The Redis names of the lock `name`.
+    pub(crate) fn keys(&self, name: &LockName) -> LockKeys {
+        LockKeys::new(name, self.counters)
+    }
 }
 
 impl RedisBackend {
@@ -67,6 +79,10 @@ impl RedisBackend {
             Conn::Sentinel(master) => Listener::on(&config, &[Target::Following(master.clone())])?,
             _ => Listener::new(&config, &config.nodes)?,
         };
+        let counters = match &conn {
+            Conn::Cluster(_) => Counters::PerSlot,
+            _ => Counters::PerNamespace,
+        };
         let renewer = Renewer::start(ConnTarget {
             conn: conn.clone(),
             timeouts,
@@ -78,6 +94,7 @@ impl RedisBackend {
                 listener,
                 renewer,
                 leaving: Arc::default(),
+                counters,
                 config,
             }),
         })
@@ -280,12 +297,12 @@ impl Backend for RedisBackend {
     fn watch(&self, name: &LockName) -> HolderStream {
         holder_stream(RedisWatch::new(
             Arc::clone(&self.inner),
-            LockKeys::new(name),
+            self.inner.keys(name),
         ))
     }
 
     async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
-        let keys = LockKeys::new(name);
+        let keys = self.inner.keys(name);
         let removed: i64 = self
             .inner
             .conn
@@ -300,6 +317,11 @@ impl Backend for RedisBackend {
             )
             .await?;
         Ok(removed == 1)
+    }
+
+    async fn purge_namespace(&self, namespace: &Namespace) -> Result<(), LockError> {
+        purge(&self.inner.conn, self.inner.timeouts, namespace).await?;
+        Ok(())
     }
 }
 

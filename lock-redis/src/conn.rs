@@ -9,7 +9,7 @@ use lock_core::url::{HostPort, TlsFiles};
 use lock_core::LockError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, SlotAddr};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{
     Client, ConnectionAddr, ConnectionInfo, FromRedisValue, IntoConnectionInfo, ProtocolVersion,
     RedisConnectionInfo, RedisError, Script, ToRedisArgs,
@@ -348,6 +348,27 @@ impl Conn {
             .await
     }
 
+    /// Runs a raw command that names no key on the master of cluster slot
+    /// `slot` (off a cluster: on the one server), bounded by `timeouts`.
+    pub(crate) async fn query_on_slot<T: FromRedisValue>(
+        &self,
+        timeouts: Timeouts,
+        what: &str,
+        cmd: &redis::Cmd,
+        slot: u16,
+    ) -> Result<T, LockError> {
+        self.run(what, timeouts, async |link| match link {
+            Link::Cluster(cluster) => {
+                let route = Route::new(slot, SlotAddr::Master);
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+                let reply = cluster.route_command(cmd.clone(), routing).await?;
+                Ok(redis::from_redis_value(reply)?)
+            }
+            Link::Manager(_) => cmd.query_async(link).await,
+        })
+        .await
+    }
+
     /// Loads every script, so the first use of each costs one round trip
     /// instead of three (EVALSHA, NOSCRIPT, SCRIPT LOAD, EVALSHA): a slow
     /// first renewal could outlast a short lease. Best effort: a server
@@ -362,7 +383,7 @@ impl Conn {
 
     /// Splits `keys` into groups one script call may touch together: all
     /// of them on a single instance, one group per slot on a cluster.
-    pub(crate) fn script_groups(&self, keys: &[&str]) -> Vec<Vec<usize>> {
+    pub(crate) fn script_groups<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Vec<usize>> {
         match self {
             Conn::Single(_) | Conn::Sentinel(_) => vec![(0..keys.len()).collect()],
             Conn::Cluster(_) => {

@@ -50,9 +50,15 @@ impl HeldLock for RedisHeld {
         let Some(keys) = hold_keys(&self.lock.keys, self.kind) else {
             return self.lock.renew(&self.inner.renewer, ttl).await;
         };
+        // A permit's limit must outlive it: its expiry follows too.
+        let with_limit = [keys[0], keys[1], self.lock.keys.limit()];
+        let names: &[&str] = match self.kind {
+            HoldKind::Permit { .. } => &with_limit,
+            _ => &keys,
+        };
         let ttl_ms = ttl.as_millis() as u64;
         let args: [&dyn crate::conn::ToArg; 2] = [&self.lock.owner, &ttl_ms];
-        let call = ScriptCall::new("renew", &scripts().renew_hold, &keys, &args);
+        let call = ScriptCall::new("renew", &scripts().renew_hold, names, &args);
         self.owner_checked(&call.idempotent()).await
     }
 

@@ -8,12 +8,14 @@
 mod backend;
 mod config;
 mod conn;
+mod counter;
 mod grants;
 mod held;
 mod keys;
 mod leaving;
 mod link;
 mod pubsub;
+mod purge;
 mod queue;
 mod redlock;
 mod renewal;

@@ -88,7 +88,7 @@ impl<'a> QueuedWait<'a> {
     pub(crate) fn new(backend: &'a RedisBackend, request: &AcquireRequest) -> Self {
         Self {
             backend,
-            keys: LockKeys::new(&request.name),
+            keys: backend.inner().keys(&request.name),
             ticket: backend.inner().listener.ticket(request.owner.as_str()),
             state: Mutex::default(),
         }

@@ -265,6 +265,7 @@ mod tests {
             "join_line",
             "waiter_ahead",
             "keep_for",
+            "set_limit",
             "sweep",
             "add_hold",
             "renew_hold",

@@ -5,7 +5,7 @@
 //! lease, on the server's clock, ms) with each reader's
 //! `"<token> <owner>"` (then a newline and its value) in the hash
 //! `…:readvalues`; both live as long as their longest lease. A read is
-//! granted (token from the name's one counter, as for exclusive holds)
+//! granted (token from the counter the name's exclusive holds draw from)
 //! while the lock key is free and no live exclusive waiter stands in the
 //! name's line before it; the exclusive acquire script counts live
 //! readers as holders. Expired readers are swept by every script that
@@ -16,9 +16,11 @@
 //! it, each told on its backend's grant channel.
 //!
 //! **Semaphores** are separate objects with the same layout:
-//! `…:permits` and `…:permitvalues`, the limit in `…:limit` (kept, like
-//! the counter `…:permittoken`), and a line of their own (`…:permitqueue`,
-//! `…:permitwaiters`, each entry carrying the limit asked under). A
+//! `…:permits` and `…:permitvalues`, the limit in `…:limit` (it expires
+//! no sooner than the last live permit and is removed with the last one
+//! given back), and a line of their own (`…:permitqueue`,
+//! `…:permitwaiters`, each entry carrying the limit asked under); their
+//! tokens come from the counter the name's lock draws from. A
 //! permit is granted while fewer than the limit are held and no live
 //! waiter stands before it; a request under a limit other than the one
 //! live permits are held under fails with
@@ -67,7 +69,7 @@ pub(crate) async fn holders_of(
     name: &LockName,
     primitive: Primitive,
 ) -> Result<Vec<LockInfo>, LockError> {
-    let keys = LockKeys::new(name);
+    let keys = inner.keys(name);
     let (names, arg) = match primitive {
         Primitive::Lock => ([keys.lock(), keys.readers(), keys.read_values()], "lock"),
         Primitive::Semaphore => (

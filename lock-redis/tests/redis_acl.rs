@@ -120,8 +120,10 @@ async fn a_command_denied_inside_a_script_is_a_clear_error_too() {
 }
 
 /// A user confined to one namespace's keys (`~distlock:{tenant:*`: every
-/// key of a lock starts with `distlock:{<namespace>:`) takes and hands
-/// over locks there, and gets a clear error at once in another namespace.
+/// key of a lock, and the namespace's fencing counter, starts with
+/// `distlock:{<namespace>:`) takes and hands over locks there, read
+/// locks and permits too, purges the namespace, and gets a clear error at
+/// once in another namespace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_confined_to_a_namespace_locks_there_and_nowhere_else() {
     acl_user(
@@ -157,6 +159,16 @@ async fn a_user_confined_to_a_namespace_locks_there_and_nowhere_else() {
         .release()
         .await
         .unwrap();
+    let read = a.rwlock("r").unwrap().read().await.unwrap();
+    let permit = a.semaphore("s", 2).unwrap().acquire().await.unwrap();
+    a.purge_namespace().await.unwrap();
+    let left: Vec<String> = ::redis::cmd("KEYS")
+        .arg("distlock:{acl-tenant:*")
+        .query_async(&mut raw_redis().await)
+        .await
+        .unwrap();
+    assert_eq!(left, Vec::<String>::new(), "the purge left keys");
+    drop((read, permit));
 
     let elsewhere = url_as("tenant", "pw-tenant", "acl-other").await;
     let locks = connect(&elsewhere).await.unwrap();

@@ -65,7 +65,7 @@ async fn until_queued(list: &str, hash: &str, n: usize) {
 /// Read locks live in a sorted set scored by lease end, with their token,
 /// owner and value in a hash; permits likewise, with the limit beside
 /// them; the lock key itself stays free. Everything is gone once given
-/// back (but the limit, kept like the counters).
+/// back, the limit too.
 #[tokio::test]
 async fn read_locks_and_permits_are_kept_in_sorted_sets() {
     let lockers = lockers("shared-layout", "10s", 1).await;
@@ -131,7 +131,13 @@ async fn read_locks_and_permits_are_kept_in_sorted_sets() {
     first.release().await.unwrap();
     second.release().await.unwrap();
     permit.release().await.unwrap();
-    for suffix in [":readers", ":readvalues", ":permits", ":permitvalues"] {
+    for suffix in [
+        ":readers",
+        ":readvalues",
+        ":permits",
+        ":permitvalues",
+        ":limit",
+    ] {
         let exists: i64 = query(
             &mut raw,
             ::redis::cmd("EXISTS").arg(key_of(locker, "cfg", suffix)),
@@ -306,6 +312,43 @@ async fn a_vanished_reader_is_swept_after_its_lease() {
         assert_eq!(left, 0, "{suffix} kept the vanished reader");
     }
     writer.release().await.unwrap();
+}
+
+/// A semaphore's limit lives as long as its live permits, renewals
+/// included (else a request under another limit would be let in beside
+/// them), and expires with the lease of a permit whose holder vanished.
+#[tokio::test]
+async fn the_limit_lives_as_long_as_the_permits() {
+    let lockers = lockers("shared-limit", "1s", 2).await;
+    let held = lockers[0]
+        .semaphore("pool", 2)
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    // Three leases long: the permit lives on by renewals alone.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(held.is_held());
+    let other = lockers[1].semaphore("pool", 3).unwrap().try_acquire().await;
+    assert!(
+        matches!(
+            other,
+            Err(LockError::LimitMismatch {
+                stored: 2,
+                asked: 3,
+                ..
+            })
+        ),
+        "{other:?}"
+    );
+    held.leak();
+    let mut raw = raw_redis().await;
+    let limit = key_of(&lockers[0], "pool", ":limit");
+    let pttl: i64 = query(&mut raw, ::redis::cmd("PTTL").arg(&limit)).await;
+    assert!(
+        (1..=1_000).contains(&pttl),
+        "the limit expires in {pttl} ms"
+    );
 }
 
 /// Redlock keeps no line and no holder count across its masters: read

@@ -37,12 +37,14 @@ use lock_core::backend::{
     acquire_with_retries, holder_stream, AcquireRequest, Acquired, Attempt, Backend, Backoff,
     Capabilities, HolderStream, TryAcquire, WakeSubscription,
 };
-use lock_core::{FencingToken, LockError, LockInfo, LockName};
+use lock_core::{FencingToken, LockError, LockInfo, LockName, Namespace};
 
 use crate::config::RedisConfig;
 use crate::conn::{Conn, ScriptCall, Timeouts};
+use crate::counter::Counters;
 use crate::keys::LockKeys;
 use crate::pubsub::{Listener, Listening};
+use crate::purge::purge;
 use crate::renewal::{RenewalStats, Renewer};
 use crate::scripts::{parse_inspect, scripts};
 use crate::value::{parse_lock_value, parse_redlock_rest};
@@ -74,6 +76,12 @@ impl Inner {
         call: &ScriptCall<'_>,
     ) -> Vec<Result<T, LockError>> {
         join_all(nodes.map(|i| self.nodes[i].eval(self.timeouts, call))).await
+    }
+
+    /// The Redis names of the lock `name`: the same on every master, with
+    /// one counter per namespace.
+    fn keys(&self, name: &LockName) -> LockKeys {
+        LockKeys::new(name, Counters::PerNamespace)
     }
 }
 
@@ -174,7 +182,7 @@ impl Backend for RedlockBackend {
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        let keys = LockKeys::new(name);
+        let keys = self.inner.keys(name);
         let replies: Vec<redis::Value> = self
             .on_all(&ScriptCall::new(
                 "inspect",
@@ -193,7 +201,7 @@ impl Backend for RedlockBackend {
     }
 
     async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
-        let keys = LockKeys::new(name);
+        let keys = self.inner.keys(name);
         let removed: Vec<i64> = self
             .on_all(&ScriptCall::new(
                 "force release",
@@ -204,16 +212,42 @@ impl Backend for RedlockBackend {
             .await?;
         Ok(removed.contains(&1))
     }
+
+    /// Purges every master; fails unless every master answered (one that
+    /// did not keeps the namespace's keys there: run it again).
+    async fn purge_namespace(&self, namespace: &Namespace) -> Result<(), LockError> {
+        let inner = &self.inner;
+        let outcomes = join_all(
+            inner
+                .nodes
+                .iter()
+                .map(|node| purge(node, inner.timeouts, namespace)),
+        )
+        .await;
+        let n = outcomes.len();
+        let failed: Vec<LockError> = outcomes.into_iter().filter_map(Result::err).collect();
+        match failed.first() {
+            None => Ok(()),
+            Some(first) => Err(LockError::Unavailable {
+                message: format!(
+                    "Redlock: purging namespace `{namespace}` failed on {} of {n} masters, \
+                     which keep its keys (run it again): {first}",
+                    failed.len()
+                ),
+                source: None,
+            }),
+        }
+    }
 }
 
 #[async_trait]
 impl TryAcquire for RedlockBackend {
     async fn watch_releases(&self, name: &LockName) -> Result<WakeSubscription, LockError> {
-        Ok(self.inner.listener.watch(LockKeys::new(name).channel()))
+        Ok(self.inner.listener.watch(self.inner.keys(name).channel()))
     }
 
     async fn try_acquire_once(&self, request: &AcquireRequest) -> Result<Attempt, LockError> {
-        let keys = LockKeys::new(&request.name);
+        let keys = self.inner.keys(&request.name);
         let first = self.attempt(&keys, request).await?;
         if matches!(first, Attempt::Acquired(_)) || !request.wait.may_wait() {
             return Ok(first);

@@ -123,7 +123,7 @@ impl RedlockBackend {
             "" => String::new(),
             value => redlock_rest(0, value),
         };
-        let names = [keys.lock(), keys.token(), keys.watched()];
+        let names = [keys.lock(), keys.counter(), keys.watched()];
         let args: [&dyn conn::ToArg; 6] = [&owner, &ttl_ms, &"0", &0, &"", &rest];
         let call = ScriptCall::new("Redlock acquire", &scripts().acquire, &names, &args);
         let replies = self
@@ -144,7 +144,7 @@ impl RedlockBackend {
     /// Raises every master's counter to `token`; returns how many masters
     /// confirmed that they hold our lock with that token.
     async fn raise_all(&self, keys: &LockKeys, owner: &str, token: u64) -> usize {
-        let names = [keys.lock(), keys.token(), keys.watched()];
+        let names = [keys.lock(), keys.counter(), keys.watched()];
         let args: [&dyn conn::ToArg; 2] = [&token, &owner];
         let call = ScriptCall::new("Redlock raise", &scripts().raise, &names, &args);
         self.inner

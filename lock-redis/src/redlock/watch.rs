@@ -48,7 +48,7 @@ impl RedlockWatch {
     /// A watch of `name` on `backend`'s masters. No network traffic.
     pub(super) fn new(backend: RedlockBackend, name: LockName) -> Self {
         Self {
-            keys: LockKeys::new(&name),
+            keys: backend.inner.keys(&name),
             backend,
             name,
             events: None,

@@ -2,7 +2,8 @@
 --
 -- KEYS[1]  the lock: "<token> <owner>", or "<token> <owner>\n<value>"
 --          when the holder stores a value; its expiry the lease
--- KEYS[2]  the fencing-token counter
+-- KEYS[2]  the fencing-token counter of the lock's bucket (shared with
+--          the other names of its namespace, or of its namespace and slot)
 -- KEYS[3]  the watchers' marker: while it exists, a new holder is
 --          published on the channel KEYS[1] .. ':holder'
 -- KEYS[4]  the queue: waiting owners in order of arrival (a list)

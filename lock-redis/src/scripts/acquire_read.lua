@@ -3,7 +3,8 @@
 --
 -- KEYS[1]  the lock: its exclusive holder, "<token> <owner>" (then
 --          "\n<value>"), with the lease as its expiry
--- KEYS[2]  the fencing-token counter, shared by exclusive and read holds
+-- KEYS[2]  the fencing-token counter of the lock's bucket, shared by
+--          exclusive and read holds (and the other names of the bucket)
 -- KEYS[3]  the watchers' marker (unused: watchers see exclusive holders)
 -- KEYS[4]  the queue: waiting owners in order of arrival (a list)
 -- KEYS[5]  the waiters: owner -> entry (see queue_entry in common.lua;

@@ -80,6 +80,14 @@ local function keep_for(k, ms)
   end
 end
 
+-- Stores in key k the limit permits are held under, living at least ttl
+-- ms more: as long as the permit just given (every grant and renewal of
+-- a permit calls it), so it outlives every live permit.
+local function set_limit(k, limit, ttl)
+  redis.call('SET', k, limit, 'KEEPTTL')
+  keep_for(k, ttl)
+end
+
 -- Drops the holds of sorted set z (values in hash h) whose lease ended
 -- by now; returns how many are left.
 local function sweep(z, h, now)

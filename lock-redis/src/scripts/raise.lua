@@ -1,7 +1,8 @@
 -- raise: Redlock's fencing step on one master.
 --
 -- KEYS[1]  the lock: "<token> <owner>" (then "\n<value>" if it has one)
--- KEYS[2]  the fencing-token counter
+-- KEYS[2]  the fencing-token counter of the lock's namespace (shared by
+--          its names)
 -- KEYS[3]  the watchers' marker: while it exists, the stamped lock is
 --          published on the channel KEYS[1] .. ':holder'
 -- ARGV[1]  token: the largest counter value of the masters that granted

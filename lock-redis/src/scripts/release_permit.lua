@@ -4,8 +4,9 @@
 -- KEYS[1]  the permits: owner scored by the end of its lease (sorted set)
 -- KEYS[2]  the permits' values: owner -> "<token> <owner>" (then
 --          "\n<value>"; a hash)
--- KEYS[3]  the limit the permits are held under
--- KEYS[4]  the semaphore's token counter
+-- KEYS[3]  the limit the permits are held under (removed with the last
+--          permit)
+-- KEYS[4]  the fencing-token counter of the name's bucket
 -- KEYS[5]  the semaphore's queue: waiting owners in order of arrival
 -- KEYS[6]  the semaphore's waiters: owner -> entry (see queue_entry in
 --          common.lua; the kind is the limit asked under)
@@ -19,11 +20,11 @@
 -- learn it at their next try); a waiter gets a permit (token = INCR
 -- counter, its ttl and value, its limit stored) while fewer than its
 -- limit are held, and is told "granted <token> <waiter>" on its grant
--- channel.
+-- channel. Once no live permit is left, the limit is removed.
 --
 -- Reply: 1 if the permit was ours and live, and is given back; 0 if not.
 --
--- redis-cli --eval <(cat common.lua release_permit.lua) permits permitvalues limit permittoken permitqueue permitwaiters , me 0
+-- redis-cli --eval <(cat common.lua release_permit.lua) permits permitvalues limit counter permitqueue permitwaiters , me 0
 
 local function dispatch(now)
   local held = sweep(KEYS[1], KEYS[2], now)
@@ -45,7 +46,7 @@ local function dispatch(now)
       redis.call('HDEL', KEYS[6], owner)
       local token = redis.call('INCR', KEYS[4])
       add_hold(KEYS[1], KEYS[2], owner, token, ttl, value, now)
-      redis.call('SET', KEYS[3], limit)
+      set_limit(KEYS[3], limit, ttl)
       redis.call('PUBLISH', channel, 'granted ' .. token .. ' ' .. owner)
       held, stored = held + 1, limit
     end
@@ -64,6 +65,9 @@ if score then
 end
 if (score or ARGV[2] == '1') and redis.call('EXISTS', KEYS[5]) == 1 then
   dispatch(now)
+end
+if sweep(KEYS[1], KEYS[2], now) == 0 then
+  redis.call('DEL', KEYS[3])
 end
 if score and tonumber(score) > now then
   return 1

@@ -3,7 +3,7 @@
 -- waiters at the front of its queue that fit.
 --
 -- KEYS[1]  the lock: "<token> <owner>" (then "\n<value>" if it has one)
--- KEYS[2]  the fencing-token counter
+-- KEYS[2]  the fencing-token counter of the lock's bucket
 -- KEYS[3]  the watchers' marker: while it exists, the new exclusive holder
 --          (or "free") is published on the channel KEYS[1] .. ':holder'
 -- KEYS[4]  the queue: waiting owners in order of arrival (a list)
