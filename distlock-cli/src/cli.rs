@@ -28,6 +28,11 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "PATH")]
     pub metrics_file: Option<std::path::PathBuf>,
 
+    /// Say on stderr which store is used and where its URL came from
+    /// (--url, DISTLOCK_URL, or the default directory).
+    #[arg(long, short = 'v', global = true)]
+    pub verbose: bool,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

@@ -54,6 +54,9 @@ pub async fn execute(cli: Cli) -> i32 {
         Ok(store) => store,
         Err(failure) => return report(None, failure),
     };
+    if cli.verbose {
+        output::say(&format!("store {}", store.shown()));
+    }
     if let Some(path) = &cli.metrics_file {
         if let Err(problem) = metrics_out::check_writable(path) {
             return report(None, Failure::usage(problem));
