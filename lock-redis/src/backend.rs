@@ -301,7 +301,15 @@ impl Backend for RedisBackend {
         ))
     }
 
+    /// Removes the holds there are when it is called: the script removes
+    /// only holds up to the highest token seen here, so a cluster client
+    /// that sends the script again after a lost reply never removes the
+    /// holder the first run handed the lock to.
     async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
+        let seen = holders_of(&self.inner, name, Primitive::Lock).await?;
+        let Some(upto) = seen.iter().map(|h| h.token.get()).max() else {
+            return Ok(false);
+        };
         let keys = self.inner.keys(name);
         let removed: i64 = self
             .inner
@@ -312,7 +320,7 @@ impl Backend for RedisBackend {
                     "force release",
                     &scripts().release_queued,
                     &keys.with_readers(),
-                    &[&"", &"force"],
+                    &[&upto, &"force"],
                 ),
             )
             .await?;

@@ -11,10 +11,13 @@
 -- KEYS[6]  the readers: owner scored by the end of its lease (sorted set)
 -- KEYS[7]  the readers' values: owner -> "<token> <owner>" (then
 --          "\n<value>"; a hash)
--- ARGV[1]  owner (ignored with 'force')
+-- ARGV[1]  owner; with 'force', the highest token of the holds to remove
 -- ARGV[2]  '0': release if ours; '1': first take the owner out of the
 --          queue (a waiter that gives up), then release if ours; 'force':
---          release the exclusive holder and every reader
+--          release the exclusive holder and every reader whose token is
+--          at most ARGV[1] (the holds the caller saw: a client that runs
+--          the call again after a lost reply leaves the holders that came
+--          after alone)
 --
 -- Once nobody holds (the exclusive holder left, or the last live reader),
 -- the queue's front is let in: waiters whose liveness deadline has
@@ -30,7 +33,7 @@
 -- held) and is released; 0 if not (the lock is left alone).
 --
 -- redis-cli --eval <(cat common.lua release_queued.lua) lock counter watched queue waiters readers readvalues , me 0
--- redis-cli --eval <(cat common.lua release_queued.lua) lock counter watched queue waiters readers readvalues , '' force
+-- redis-cli --eval <(cat common.lua release_queued.lua) lock counter watched queue waiters readers readvalues , 41 force
 
 local function announce(watched, message)
   if watched then
@@ -86,11 +89,26 @@ local function hand_off()
 end
 
 if ARGV[2] == 'force' then
-  local removed = redis.call('DEL', KEYS[1], KEYS[6], KEYS[7])
-  if removed == 0 then
+  local upto, removed = tonumber(ARGV[1]), false
+  local v = redis.call('GET', KEYS[1])
+  if v and (token_of(v) or 0) <= upto then
+    redis.call('DEL', KEYS[1])
+    removed = true
+  end
+  local readers = redis.call('HGETALL', KEYS[7])
+  for i = 1, #readers, 2 do
+    if (token_of(readers[i + 1]) or 0) <= upto then
+      redis.call('ZREM', KEYS[6], readers[i])
+      redis.call('HDEL', KEYS[7], readers[i])
+      removed = true
+    end
+  end
+  if not removed then
     return 0
   end
-  hand_off()
+  if redis.call('EXISTS', KEYS[1]) == 0 then
+    hand_off()
+  end
   return 1
 end
 if ARGV[2] == '1' then
