@@ -282,6 +282,12 @@ cargo test --workspace --all-features "$@"
 # ---------------------------------------------------------------------------
 if [[ $# -eq 0 ]]; then
     echo "== examples =="
+    # A plain `cargo build` / `cargo run --example` at the root must not
+    # need protoc: the workspace's default members leave etcd's client out.
+    if cargo tree -q -e all -i etcd-client >/dev/null 2>&1; then
+        say "the workspace's default members pull in etcd-client (and so protoc); see default-members in Cargo.toml"
+        exit 1
+    fi
     cargo build -q --workspace --all-features --examples
     for example in cron_job leader_worker fenced_sqlite http_busy prometheus; do
         if env -u DISTLOCK_URL "${CARGO_TARGET_DIR:-target}/debug/examples/$example" >/dev/null; then
