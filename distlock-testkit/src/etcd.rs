@@ -91,6 +91,12 @@ pub fn etcd_tls_spec(
         }))
 }
 
+/// The arguments every test member shares. None changes a limit: request
+/// size (`--max-request-bytes`), backend quota, transaction size,
+/// concurrent streams, election and heartbeat timeouts and (no)
+/// auto-compaction are etcd's defaults; only the log is quieter. Specs
+/// that skip fsync say so (`--unsafe-no-fsync` changes durability, not
+/// what a client may ask).
 fn member_args(name: &str, data_dir: &Path, client: &str, peer: &str) -> Vec<String> {
     [
         "--name",

@@ -25,6 +25,7 @@ pub mod states;
 pub mod store_config;
 pub mod url;
 pub mod wait;
+pub mod workload;
 pub mod zookeeper;
 
 pub use data_root::{data_root, keep_data_on_disk};

@@ -63,6 +63,10 @@ pub fn cluster_node_spec(name: &str) -> Result<ServerSpec, String> {
             let mut args = base_args(ctx.port, &ctx.data_dir);
             let nodes_conf = ctx.data_dir.join("nodes.conf").display().to_string();
             let bus_port = ctx.ports[1].to_string();
+            // The node timeout is 5 s instead of Redis's 15 s so that the
+            // failover tests see a replica replace a killed master within
+            // seconds. Every other limit (maxclients, maxmemory, client
+            // timeout, request sizes) is redis-server's default.
             for (flag, value) in [
                 ("--cluster-enabled", "yes"),
                 ("--cluster-config-file", &nodes_conf),
@@ -113,6 +117,10 @@ pub fn redis_tls_spec(
         }))
 }
 
+/// Arguments every test Redis shares. None changes a limit (maxclients,
+/// maxmemory, client timeout, request sizes stay redis-server's
+/// defaults): persistence is off unless a spec turns AOF on, and
+/// protected mode is moot on a server bound to loopback.
 pub(crate) fn base_args(port: u16, data_dir: &Path) -> Vec<String> {
     [
         "--port",

@@ -17,7 +17,10 @@ use crate::{eventually, probe, Server, ServerSpec};
 pub const MASTER_NAME: &str = "distlock";
 
 /// How long the sentinels wait for a silent master before they agree it
-/// is down and fail over to the replica.
+/// is down and fail over to the replica. Sentinel's default is 30 s (and
+/// 3 minutes for `failover-timeout`, set to 10 s here): the failover tests
+/// would each wait that long. The data servers keep redis-server's
+/// default limits.
 pub const DOWN_AFTER: Duration = Duration::from_millis(1000);
 
 /// The certificate files a TLS group's servers use: each serves TLS on

@@ -2,13 +2,15 @@
 //! Debian's ZooKeeper 3.8, with their URLs.
 //!
 //! Servers run `java … QuorumPeerMain zoo.cfg` directly (not
-//! `zkServer.sh`, whose forked JVM would not get the parent-death signal)
-//! with `tickTime=500`, so session timeouts of 1 to 10 s are allowed
-//! (ZooKeeper clamps them to 2–20 ticks). A server is ready when `srvr`
-//! answers with its `Mode:`. The standalone server can also come from
-//! `DISTLOCK_TEST_ZK_URL` instead of being spawned. With the `zookeeper`
-//! feature, `raw_client` and `delete_holder` act on locks from
-//! outside distlock.
+//! `zkServer.sh`, whose forked JVM would not get the parent-death signal).
+//! They keep ZooKeeper's default limits — 60 connections per client
+//! address (`maxClientCnxns`), 1 MB per request (`jute.maxbuffer`), the
+//! heap `zkEnv.sh` gives a server — so a test sees what a user's server
+//! does; [`ZkSettings`] lists the one thing tests change by default (the
+//! tick) and why. A server is ready when `srvr` answers with its `Mode:`.
+//! The standalone server can also come from `DISTLOCK_TEST_ZK_URL` instead
+//! of being spawned. With the `zookeeper` feature, `raw_client` and
+//! `delete_holder` act on locks from outside distlock.
 
 use std::ffi::OsString;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -25,10 +27,65 @@ use crate::{
 pub const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
 /// A logging back end that discards ZooKeeper's logs.
 pub const SLF4J_NOP_JAR: &str = "/usr/share/java/slf4j-nop.jar";
-/// ZooKeeper's tick: session timeouts may range from 2 to 20 ticks.
+/// The tick of test servers: session timeouts may range from 2 to 20
+/// ticks, so 1 to 10 s.
 pub const TICK: Duration = Duration::from_millis(500);
+/// The tick of ZooKeeper's sample configuration (`zoo_sample.cfg`, and
+/// Debian's `/etc/zookeeper/conf/zoo.cfg`): session timeouts of 4 to 40 s.
+pub const STOCK_TICK: Duration = Duration::from_millis(2000);
 /// ZooKeeper's client port when a URL names none.
 pub const DEFAULT_PORT: u16 = 2181;
+/// The most connections a ZooKeeper server accepts from one client
+/// address by default (`maxClientCnxns`); test servers keep it.
+pub const DEFAULT_MAX_CLIENT_CONNECTIONS: usize = 60;
+
+/// How a test ZooKeeper's configuration differs from ZooKeeper's own
+/// defaults. Every limit not named here (connections per client address,
+/// request size, heap, session timeout range in ticks) is ZooKeeper's
+/// default.
+#[derive(Clone, Debug)]
+pub struct ZkSettings {
+    tick: Duration,
+    properties: Vec<(String, String)>,
+}
+
+impl Default for ZkSettings {
+    /// What most tests run: [`TICK`] (500 ms) instead of the sample
+    /// configuration's 2 s, because the server clamps session timeouts to
+    /// 2–20 ticks and the tests use session timeouts of 1 to 10 s (the
+    /// conformance suite's shortest ttl is 1 s).
+    fn default() -> Self {
+        Self {
+            tick: TICK,
+            properties: Vec::new(),
+        }
+    }
+}
+
+impl ZkSettings {
+    /// A server as ZooKeeper's sample configuration sets it up
+    /// ([`STOCK_TICK`]), for tests that check what a user's server does.
+    pub fn stock() -> Self {
+        Self {
+            tick: STOCK_TICK,
+            properties: Vec::new(),
+        }
+    }
+
+    /// Sets the server JVM's system property `name` to `value`: ZooKeeper
+    /// reads some settings only from there (for example
+    /// `znode.container.checkIntervalMs`). A test that changes one says
+    /// why where it does.
+    pub fn property(mut self, name: &str, value: impl ToString) -> Self {
+        self.properties.push((name.to_owned(), value.to_string()));
+        self
+    }
+
+    /// The server's tick (`tickTime`).
+    pub fn tick(&self) -> Duration {
+        self.tick
+    }
+}
 
 /// The `java` program and the class path, or what to install.
 fn java_and_classpath() -> Result<(PathBuf, String), String> {
@@ -42,29 +99,42 @@ fn java_and_classpath() -> Result<(PathBuf, String), String> {
     Ok((java, format!("{ZOOKEEPER_JAR}:{SLF4J_NOP_JAR}")))
 }
 
-/// The settings every test server shares.
-fn common_config(data_dir: &Path) -> String {
+/// The settings every test server shares. None is a limit: the admin
+/// server (Jetty on port 8080) is off because several servers run on one
+/// host; the four-letter words are those the probes (`srvr`) and the
+/// tests (`wchp`, `ruok`) send; `initLimit`/`syncLimit` are the sample
+/// configuration's.
+fn common_config(data_dir: &Path, settings: &ZkSettings) -> String {
     format!(
-        "tickTime={tick}\ndataDir={data}\nmaxClientCnxns=0\nadmin.enableServer=false\n\
+        "tickTime={tick}\ndataDir={data}\nadmin.enableServer=false\n\
          4lw.commands.whitelist=ruok,srvr,wchp\ninitLimit=10\nsyncLimit=5\n",
-        tick = TICK.as_millis(),
+        tick = settings.tick.as_millis(),
         data = data_dir.display(),
     )
 }
 
-/// JVM arguments running `QuorumPeerMain` on `config`.
-fn jvm_args(classpath: &str, config: &Path) -> Vec<OsString> {
-    [
-        "-Xmx256m",
-        "-XX:+UseSerialGC",
+/// JVM arguments running `QuorumPeerMain` on `config`, with the system
+/// properties of `settings`.
+fn jvm_args(classpath: &str, config: &Path, settings: &ZkSettings) -> Vec<OsString> {
+    // The heap ZooKeeper's own start script gives a server (zkEnv.sh's
+    // ZK_SERVER_HEAP); the serial collector keeps a JVM to one GC thread
+    // on a machine shared with builds (not a limit).
+    let jvm = ["-Xmx1000m", "-XX:+UseSerialGC"].map(OsString::from);
+    let properties = settings
+        .properties
+        .iter()
+        .map(|(name, value)| OsString::from(format!("-D{name}={value}")));
+    let main = [
         "-cp",
         classpath,
         "org.apache.zookeeper.server.quorum.QuorumPeerMain",
     ]
-    .into_iter()
-    .map(OsString::from)
-    .chain([config.as_os_str().to_owned()])
-    .collect()
+    .map(OsString::from);
+    jvm.into_iter()
+        .chain(properties)
+        .chain(main)
+        .chain([config.as_os_str().to_owned()])
+        .collect()
 }
 
 /// Writes `text` to `path`; the argument builder cannot fail, so a write
@@ -75,19 +145,24 @@ fn write_or_log(path: &Path, text: &str) {
     }
 }
 
-/// A standalone ZooKeeper on a free port.
+/// A standalone ZooKeeper on a free port, with [`ZkSettings::default`].
 pub fn standalone_spec() -> Result<ServerSpec, String> {
+    standalone_spec_with(ZkSettings::default())
+}
+
+/// A standalone ZooKeeper on a free port, configured by `settings`.
+pub fn standalone_spec_with(settings: ZkSettings) -> Result<ServerSpec, String> {
     let (java, classpath) = java_and_classpath()?;
     Ok(ServerSpec::new("zookeeper", java)
         .args(move |ctx| {
             let config = ctx.data_dir.join("zoo.cfg");
             let text = format!(
                 "{}clientPort={}\nclientPortAddress=127.0.0.1\n",
-                common_config(&ctx.data_dir),
+                common_config(&ctx.data_dir, &settings),
                 ctx.port
             );
             write_or_log(&config, &text);
-            jvm_args(&classpath, &config)
+            jvm_args(&classpath, &config, &settings)
         })
         .probe(|ctx| Box::pin(tcp_request(ctx.addr(), b"srvr", "Mode:"))))
 }
@@ -105,6 +180,7 @@ const NETTY_EXTRA_JARS: [&str; 2] = [
 /// required. Its plain port stays open for the readiness probe.
 pub fn tls_standalone_spec(ca: PathBuf, cert: PathBuf, key: PathBuf) -> Result<ServerSpec, String> {
     let (java, classpath) = java_and_classpath()?;
+    let settings = ZkSettings::default();
     let classpath = NETTY_EXTRA_JARS
         .iter()
         .filter(|jar| Path::new(jar).is_file())
@@ -126,14 +202,14 @@ pub fn tls_standalone_spec(ca: PathBuf, cert: PathBuf, key: PathBuf) -> Result<S
                  serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
                  ssl.keyStore.location={}\nssl.keyStore.type=PEM\n\
                  ssl.trustStore.location={}\nssl.trustStore.type=PEM\nssl.clientAuth=need\n",
-                common_config(&ctx.data_dir),
+                common_config(&ctx.data_dir, &settings),
                 ctx.port,
                 ctx.ports[1],
                 identity.display(),
                 ca.display(),
             );
             write_or_log(&config, &text);
-            jvm_args(&classpath, &config)
+            jvm_args(&classpath, &config, &settings)
         })
         .probe(|ctx| Box::pin(tcp_request(ctx.addr(), b"srvr", "Mode:"))))
 }
@@ -172,11 +248,12 @@ impl Ensemble {
                 .args(move |ctx| {
                     write_or_log(&ctx.data_dir.join("myid"), &format!("{}\n", i + 1));
                     let config = ctx.data_dir.join("zoo.cfg");
+                    let settings = ZkSettings::default();
                     write_or_log(
                         &config,
-                        &format!("{}{servers}", common_config(&ctx.data_dir)),
+                        &format!("{}{servers}", common_config(&ctx.data_dir, &settings)),
                     );
-                    jvm_args(&classpath, &config)
+                    jvm_args(&classpath, &config, &settings)
                 })
                 .probe(move |_| Box::pin(tcp_request(client, b"srvr", "Mode:")))
                 .start()
@@ -303,4 +380,18 @@ pub async fn delete_holder(
         .delete(&format!("{dir}/{holder}"), None)
         .await
         .map_err(|e| format!("delete {dir}/{holder}: {e}"))
+}
+
+/// A number the server at `addr` reports in its `srvr` answer: `field` is
+/// the label before the colon, such as `"Connections"` (open client
+/// connections, this request's own included) or `"Node count"` (znodes in
+/// the whole tree, the four system nodes included).
+pub async fn srvr_number(addr: SocketAddr, field: &str) -> Result<u64, String> {
+    let answer = tcp_answer(addr, b"srvr").await?;
+    let label = format!("{field}:");
+    answer
+        .lines()
+        .find_map(|line| line.strip_prefix(&label))
+        .and_then(|value| value.trim().parse().ok())
+        .ok_or_else(|| format!("no number for {field:?} in the srvr answer: {answer}"))
 }

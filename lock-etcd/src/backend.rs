@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use etcd_client::{
-    Client, Compare, CompareOp, GetOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
+    Client, Compare, CompareOp, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn, TxnOp,
+    TxnOpResponse,
 };
 use lock_core::backend::Capability::{
     Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote, Semaphores, SharedLocks,
@@ -15,7 +16,7 @@ use lock_core::backend::{
     holder_stream, AcquireRequest, Acquired, Backend, Capabilities, HolderStream, Primitive,
     WaitMode,
 };
-use lock_core::{HoldKind, LockError, LockInfo, LockName};
+use lock_core::{HoldKind, LockError, LockInfo, LockName, Namespace};
 
 use crate::client::with_retries;
 use crate::config::EtcdConfig;
@@ -297,6 +298,25 @@ impl Backend for EtcdBackend {
             removed |= response.succeeded();
         }
         Ok(removed)
+    }
+
+    /// Deletes every key under `distlock/<namespace>/` in one request:
+    /// queues, semaphores and their limits. Holders' watches on their own
+    /// entries report the locks taken away; the leases stay (they belong
+    /// to the sessions, which may hold locks in other namespaces).
+    async fn purge_namespace(&self, namespace: &Namespace) -> Result<(), LockError> {
+        let prefix = keys::namespace_prefix(namespace);
+        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        with_retries(deadline, "cannot remove the namespace", || {
+            let mut kv = self.shared.client.kv_client();
+            let prefix = prefix.clone();
+            async move {
+                kv.delete(prefix, Some(DeleteOptions::new().with_prefix()))
+                    .await
+            }
+        })
+        .await?;
+        Ok(())
     }
 }
 

@@ -17,12 +17,12 @@ use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
 use lock_core::backend::{
     spawn_detached, AcquireRequest, Backoff, HeldLock, LossReporter, WaitMode,
 };
-use lock_core::{LockError, LossReason, OwnerId};
+use lock_core::{HoldKind, LockError, LockName, LossReason, OwnerId};
 
 use crate::backend::Shared;
 use crate::client::{delete_key, with_retries};
 use crate::names::EntryName;
-use crate::queue::run_txn;
+use crate::queue::{self, run_txn};
 use crate::session::Lease;
 use crate::value;
 use crate::watch::{Fired, WatchGuard};
@@ -48,6 +48,9 @@ pub(crate) struct HeldEntry {
     name: String,
     /// The watch on our own entry; taken out before we delete it ourselves.
     watch: Arc<Mutex<Option<WatchGuard>>>,
+    /// For a permit: the semaphore's name, whose stored limit the release
+    /// deletes if it gave back the last permit.
+    semaphore: Option<LockName>,
 }
 
 impl HeldEntry {
@@ -78,11 +81,27 @@ impl HeldEntry {
             owner: request.owner.clone(),
             name: request.name.key().to_string(),
             watch,
+            semaphore: matches!(request.kind, HoldKind::Permit { .. })
+                .then(|| request.name.clone()),
         }
     }
 
     fn lost(&self) -> LockError {
         LockError::lost(self.name.clone(), loss_reason(&self.lease))
+    }
+
+    /// After a permit is given back: deletes its semaphore's stored limit
+    /// if no entry is queued any more. The release has succeeded either
+    /// way; a limit left behind is replaced by the next request that finds
+    /// the semaphore empty, and deleted by the next last release.
+    async fn forget_unused_limit(&self) {
+        let Some(semaphore) = &self.semaphore else {
+            return;
+        };
+        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        if let Err(error) = queue::forget_unused_limit(&self.shared, semaphore, deadline).await {
+            tracing::debug!(%error, "distlock: the semaphore's limit stays until its next use");
+        }
     }
 
     fn stop_watching(&self) {
@@ -158,7 +177,10 @@ impl HeldLock for HeldEntry {
                 spawn_detached(None, release_in_background(shared, name, lease));
                 Err(error)
             }
-            Ok(Deleted { ours: true, .. }) => Ok(()),
+            Ok(Deleted { ours: true, .. }) => {
+                self.forget_unused_limit().await;
+                Ok(())
+            }
             Ok(Deleted { ours: false, .. }) => Err(self.lost()),
             Err(error) => Err(error),
         }

@@ -10,7 +10,7 @@
 //! time, so the same locker can queue twice for one key without taking it
 //! twice (the crate README says why names are reused, not fresh).
 
-use lock_core::LockName;
+use lock_core::{LockName, Namespace};
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 
 /// The first segment of every key this backend writes.
@@ -21,10 +21,19 @@ pub(crate) const ROOT: &str = "distlock";
 /// non-ASCII byte, which keeps `etcdctl` output plain ASCII.
 const SEGMENT: &AsciiSet = &CONTROLS.add(b'%').add(b'/');
 
+/// The prefix of every key of `namespace`, ending in `/`:
+/// `distlock/<namespace>/`. Namespaces never contain `/`, so no other
+/// namespace's keys start with it.
+pub(crate) fn namespace_prefix(namespace: &Namespace) -> Vec<u8> {
+    format!("{ROOT}/{namespace}/").into_bytes()
+}
+
 /// The prefix under which the queue of `name` lives, ending in `/`.
 pub(crate) fn queue_prefix(name: &LockName) -> Vec<u8> {
     let key = utf8_percent_encode(name.key().as_str(), SEGMENT);
-    format!("{ROOT}/{}/{key}/", name.namespace()).into_bytes()
+    let mut prefix = namespace_prefix(name.namespace());
+    prefix.extend_from_slice(format!("{key}/").as_bytes());
+    prefix
 }
 
 /// The prefix of the queue of `name`'s semaphore, ending in `/`:
@@ -86,7 +95,7 @@ fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lock_core::{LockKey, Namespace};
+    use lock_core::LockKey;
 
     fn name(key: &str) -> LockName {
         LockName::new(Namespace::new("ns").unwrap(), LockKey::new(key).unwrap())
@@ -118,6 +127,20 @@ mod tests {
                 assert!(!inside, "queue of {outer:?} contains an entry of {inner:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_namespace_prefix_holds_its_keys_and_no_others() {
+        let ns = namespace_prefix(&Namespace::new("ns").unwrap());
+        assert_eq!(ns, b"distlock/ns/");
+        for key in ["a", "a/b", "%", "ü"] {
+            let n = name(key);
+            for owned in [queue_prefix(&n), permits_prefix(&n), limit_key(&n)] {
+                assert!(owned.starts_with(&ns), "{owned:?}");
+            }
+        }
+        let longer = LockName::new(Namespace::new("ns2").unwrap(), LockKey::new("a").unwrap());
+        assert!(!queue_prefix(&longer).starts_with(&ns));
     }
 
     #[test]

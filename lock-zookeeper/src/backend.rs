@@ -10,15 +10,15 @@ use lock_core::backend::{
     async_trait, holder_stream, AcquireRequest, Acquired, Backend, Capabilities, HoldKind,
     HolderStream, Primitive,
 };
-use lock_core::{LockError, LockInfo, LockName};
+use lock_core::{LockError, LockInfo, LockName, Namespace};
 use zookeeper_client::Error as ZkError;
 
 use crate::config::ZkConfig;
 use crate::holders::{holders, HolderNode, Object};
-use crate::names::{lock_dir, permits_dir};
+use crate::names::{lock_dir, namespace_dir, permits_dir};
 use crate::observe::HolderNodes;
 use crate::session::Sessions;
-use crate::{error, permits, queue as lock_queue, tls};
+use crate::{error, permits, purge, queue as lock_queue, tls};
 
 /// How often `inspect`, `force_release` and a watch look again when the
 /// node they picked vanished under them.
@@ -153,6 +153,14 @@ impl Backend for ZkBackend {
             }
         }
         Ok(false)
+    }
+
+    /// Deletes the namespace's subtree, `<base>/<namespace>`, deepest
+    /// nodes first (see `crate::purge`): holders' nodes go with it, and
+    /// their own-node watches report the locks taken away.
+    async fn purge_namespace(&self, namespace: &Namespace) -> Result<(), LockError> {
+        let session = self.sessions.get().await?;
+        purge::delete_tree(&session, &namespace_dir(&self.config.base, namespace)).await
     }
 }
 

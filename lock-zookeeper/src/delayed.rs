@@ -98,7 +98,7 @@ async fn drain(queue: Arc<Mutex<Queue>>, session: Weak<Session>) {
             return;
         };
         for shared in due {
-            shared.start(session.client());
+            shared.start(&session);
         }
     }
 }

@@ -21,6 +21,7 @@ mod names;
 mod observe;
 mod permit_wait;
 mod permits;
+mod purge;
 mod queue;
 mod session;
 mod tls;

@@ -29,7 +29,7 @@
 
 use std::fmt::Write as _;
 
-use lock_core::LockName;
+use lock_core::{LockName, Namespace};
 
 /// The directory, under a key's directory, that holds its contenders.
 pub(crate) const CONTENDERS_DIR: &str = "_locks";
@@ -83,13 +83,19 @@ pub(crate) fn permits_dir(base: &str, name: &LockName) -> String {
     object_dir(base, name, PERMITS_DIR)
 }
 
-fn object_dir(base: &str, name: &LockName, leaf: &str) -> String {
-    let mut path = String::with_capacity(base.len() + name.key().as_str().len() + 32);
-    path.push_str(base);
-    path.push('/');
+/// The directory of every lock of `namespace` under `base`: the root of
+/// the subtree [`Backend::purge_namespace`] removes.
+///
+/// [`Backend::purge_namespace`]: lock_core::backend::Backend::purge_namespace
+pub(crate) fn namespace_dir(base: &str, namespace: &Namespace) -> String {
     // Namespaces are restricted to [A-Za-z0-9._-] and are never only dots,
     // so they are valid znode names as they are.
-    path.push_str(name.namespace().as_str());
+    format!("{base}/{}", namespace.as_str())
+}
+
+fn object_dir(base: &str, name: &LockName, leaf: &str) -> String {
+    let mut path = String::with_capacity(base.len() + name.key().as_str().len() + 32);
+    path.push_str(&namespace_dir(base, name.namespace()));
     for segment in name.key().segments() {
         path.push('/');
         path.push_str(&encode_segment(segment));
@@ -202,6 +208,22 @@ mod tests {
 
     fn name(key: &str) -> LockName {
         LockName::parse("ns", key).unwrap()
+    }
+
+    #[test]
+    fn every_object_of_a_namespace_lives_under_its_dir() {
+        let ns = namespace_dir("/base", &Namespace::new("ns").unwrap());
+        assert_eq!(ns, "/base/ns");
+        for key in ["a", "a/b", "_x", "..", "ü"] {
+            for dir in [
+                lock_dir("/base", &name(key)),
+                permits_dir("/base", &name(key)),
+            ] {
+                assert!(dir.starts_with(&format!("{ns}/")), "{dir}");
+            }
+        }
+        let other = namespace_dir("/base", &Namespace::new("ns2").unwrap());
+        assert!(!lock_dir("/base", &name("a")).starts_with(&format!("{other}/")));
     }
 
     #[test]

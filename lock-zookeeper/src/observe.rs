@@ -89,6 +89,15 @@ enum Hint {
     HolderGone,
 }
 
+impl Drop for HolderNodes {
+    fn drop(&mut self) {
+        // The armed watcher goes first, while `sessions` still keeps its
+        // session open: its removal then precedes the session's close
+        // (see `crate::session`).
+        self.armed.take();
+    }
+}
+
 impl HolderNodes {
     /// Watches the lock whose contenders directory is `dir`, through the
     /// backend's sessions.

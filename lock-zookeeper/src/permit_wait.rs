@@ -15,8 +15,11 @@
 //! the waiter behind it lists again at once instead of waiting for a
 //! write that already happened.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
 use lock_core::LockError;
-use tokio::task::JoinSet;
 use zookeeper_client::{Error as ZkError, EventType, WatchedEvent};
 
 use crate::error;
@@ -31,6 +34,11 @@ pub(crate) enum Watched<'a> {
     Predecessor(&'a str),
 }
 
+/// A watch's notification, polled in place: dropping the wait drops its
+/// watchers at once, so their removal is sent while the session is open
+/// (see [`crate::session`]).
+type Event = Pin<Box<dyn Future<Output = WatchedEvent> + Send>>;
+
 /// Watches what `watched` names in `dir` and returns once the queue may
 /// have changed for us (the caller lists it again), or our own node
 /// (`own`) is gone.
@@ -41,7 +49,7 @@ pub(crate) async fn wait(
     own: &NodeWatch,
 ) -> Result<(), LockError> {
     let client = session.client();
-    let mut events = JoinSet::new();
+    let mut events: Vec<Event> = Vec::new();
     match watched {
         Watched::Holders(names) => {
             let paths: Vec<String> = names.iter().map(|name| format!("{dir}/{name}")).collect();
@@ -52,9 +60,7 @@ pub(crate) async fn wait(
                 .collect();
             for (path, request) in paths.iter().zip(requests) {
                 match request.await {
-                    Ok((_, watcher)) => {
-                        events.spawn(watcher.changed());
-                    }
+                    Ok((_, watcher)) => events.push(Box::pin(watcher.changed())),
                     // A holder gone already: our turn may have come.
                     Err(ZkError::NoNode) => return Ok(()),
                     Err(e) => return Err(error::map(&format!("watch {path}"), e)),
@@ -67,19 +73,25 @@ pub(crate) async fn wait(
                 // Gone, or holding (written since its creation): list again.
                 Ok((None, _)) => return Ok(()),
                 Ok((Some(stat), _)) if stat.version > 0 => return Ok(()),
-                Ok((Some(_), watcher)) => {
-                    events.spawn(watcher.changed());
-                }
+                Ok((Some(_), watcher)) => events.push(Box::pin(watcher.changed())),
                 Err(e) => return Err(error::map(&format!("watch {path}"), e)),
             }
         }
     }
+    if events.is_empty() {
+        return Ok(());
+    }
+    let first = std::future::poll_fn(|cx| {
+        events
+            .iter_mut()
+            .find_map(|event| match event.as_mut().poll(cx) {
+                Poll::Ready(event) => Some(event),
+                Poll::Pending => None,
+            })
+            .map_or(Poll::Pending, Poll::Ready)
+    });
     tokio::select! {
-        event = events.join_next() => match event {
-            Some(Ok(event)) => check(&event),
-            // A watch task cannot panic; list again.
-            _ => Ok(()),
-        },
+        event = first => check(&event),
         () = own.gone() => Ok(()),
     }
 }

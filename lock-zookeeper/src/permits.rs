@@ -86,8 +86,8 @@ async fn pass(
     let requested_at = Instant::now();
     // Armed before the create is sent (see `crate::queue`).
     let by_guid = {
-        let (client, dir, guid) = (client.clone(), dir.to_owned(), guid.clone());
-        CleanupOnDrop::new(move || withdraw_by_guid(client, dir, guid))
+        let (session, dir, guid) = (Arc::clone(session), dir.to_owned(), guid.clone());
+        CleanupOnDrop::new(move || withdraw_by_guid(session, dir, guid))
     };
     let data = node_data(request.owner.as_str(), &request.value);
     let entry = Entry {
@@ -99,7 +99,7 @@ async fn pass(
     };
     // On an error, the clean-up finds whatever node of ours is left.
     let (me, first_listing) = enter(session, &entry).await?;
-    let cleanup = DeleteOnDrop::new(client.clone(), me.path.clone());
+    let cleanup = DeleteOnDrop::new(Arc::clone(session), me.path.clone());
     by_guid.disarm();
     let mut listing = Some(first_listing);
     let mut own_watch: Option<NodeWatch> = None;
@@ -143,7 +143,7 @@ async fn pass(
         }
         let own = own_watch
             .take()
-            .unwrap_or_else(|| NodeWatch::start(client, me.path.clone(), request.loss.clone()));
+            .unwrap_or_else(|| NodeWatch::start(session, me.path.clone(), request.loss.clone()));
         let watched = if position == limit {
             Watched::Holders(nodes[..limit].iter().map(|n| n.name).collect())
         } else {

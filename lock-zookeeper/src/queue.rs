@@ -28,7 +28,7 @@ use std::time::Instant;
 use lock_core::backend::{AcquireRequest, Acquired, CleanupOnDrop, HoldKind, Renewal, WaitMode};
 use lock_core::{FencingToken, LockError};
 use zookeeper_client::{
-    Client, CreateMode, CreateOptions, Error as ZkError, MultiWriteError, MultiWriteResult,
+    CreateMode, CreateOptions, Error as ZkError, MultiWriteError, MultiWriteResult,
 };
 
 use crate::ahead::{self, Next};
@@ -102,8 +102,8 @@ async fn pass(
     // Armed before the create is sent: if we are dropped before its reply,
     // the node is found by its guid and deleted.
     let by_guid = {
-        let (client, dir, guid) = (client.clone(), dir.to_owned(), guid.clone());
-        CleanupOnDrop::new(move || withdraw_by_guid(client, dir, guid))
+        let (session, dir, guid) = (Arc::clone(session), dir.to_owned(), guid.clone());
+        CleanupOnDrop::new(move || withdraw_by_guid(session, dir, guid))
     };
     let data = node_data(request.owner.as_str(), &request.value);
     let shared = request.kind == HoldKind::Shared;
@@ -113,7 +113,7 @@ async fn pass(
         NodeKind::Exclusive
     };
     let (me, mut listing) = enter(session, dir, kind, &guid, &data).await?;
-    let cleanup = DeleteOnDrop::new(client.clone(), me.path.clone());
+    let cleanup = DeleteOnDrop::new(Arc::clone(session), me.path.clone());
     by_guid.disarm();
     // Started after the first look at the queue: at once for a waiter (it
     // must know if its node goes, or it could take the lock without one),
@@ -122,7 +122,7 @@ async fn pass(
     let watch_own = |now: bool| {
         let (path, loss) = (me.path.clone(), request.loss.clone());
         if now {
-            NodeWatch::start(client, path, loss)
+            NodeWatch::start(session, path, loss)
         } else {
             delayed::watch_later(session, path, loss)
         }
@@ -418,7 +418,8 @@ pub(crate) async fn find_by_guid(
 
 /// Deletes every node of contender `guid` in `dir` (clean-up of a dropped
 /// acquire whose create reply never came). Best effort.
-pub(crate) async fn withdraw_by_guid(client: Client, dir: String, guid: String) {
+pub(crate) async fn withdraw_by_guid(session: Arc<Session>, dir: String, guid: String) {
+    let client = session.client();
     // Sent after the create on the same session, so it sees the node.
     let Ok(children) = client.list_children(&dir).await else {
         return;

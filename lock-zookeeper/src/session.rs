@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use lock_core::backend::{clock_drift, LossReporter};
+use lock_core::backend::{clock_drift, spawn_detached, LossReporter};
 use lock_core::{LockError, LossReason};
 use zookeeper_client::{Acls, Client, Error as ZkError, SessionState, StateWatcher};
 
@@ -128,6 +128,11 @@ impl ZkConfig {
 }
 
 /// One ZooKeeper session and the locks that live and die with it.
+///
+/// It is the session's only client handle: whatever sends requests or
+/// holds watches in the background (a clean-up, an own-node watch) holds
+/// the `Session`. Dropping the last one closes the session once every
+/// request sent before has been answered (see [`close_when_answered`]).
 #[derive(Debug)]
 pub(crate) struct Session {
     client: Client,
@@ -138,6 +143,9 @@ pub(crate) struct Session {
     /// When the latest request known to have reached the server with the
     /// session alive was sent (see [`crate::confirm`]).
     confirmed_at: Mutex<Instant>,
+    /// The runtime the session was opened on: its close runs there if the
+    /// last handle goes outside any runtime.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Session {
@@ -166,6 +174,7 @@ impl Session {
             contended: ContendedDirs::default(),
             delayed_watches: DelayedWatches::default(),
             confirmed_at: Mutex::new(sent),
+            runtime: tokio::runtime::Handle::try_current().ok(),
         })
     }
 
@@ -342,10 +351,32 @@ impl Registry {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        // Before `client` drops and closes the session: a close racing a
-        // connection drop can surface as `Expired` in the client library.
+        // Before the client closes the session, so that the monitor takes
+        // its end for what it is, however the library reports it.
         self.registry.closing.store(true, Ordering::SeqCst);
+        let client = self.client.clone();
+        let limit = self.config.connect_timeout;
+        spawn_detached(self.runtime.as_ref(), close_when_answered(client, limit));
     }
+}
+
+/// Closes the session of `client` (the last handle of it) once every
+/// request sent before this call has been answered, or after `limit`.
+///
+/// zookeeper-client sends its close request as soon as the last handle is
+/// dropped, and treats a close whose reply is not the last one it awaits
+/// as a lost connection: it reconnects, the server says the session
+/// expired (it was closed), and the library logs two warnings. That
+/// happens when a watch of ours fires while its removal is still on the
+/// way: the library answers the notification with one more removal, sent
+/// after the close. Removals are sent when a watcher is dropped, which a
+/// session's last handle outlives by design (every holder of a watcher
+/// holds the session), so they precede this probe; ZooKeeper answers a
+/// session's requests in order, so a notification that crosses a removal
+/// arrives before the probe's reply, and the removal it triggers is sent
+/// before the close.
+async fn close_when_answered(client: Client, limit: Duration) {
+    let _ = tokio::time::timeout(limit, client.check_stat("/")).await;
 }
 
 /// Follows the session state; see the module docs.

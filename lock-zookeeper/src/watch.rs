@@ -18,10 +18,10 @@ use lock_core::backend::LossReporter;
 use lock_core::LossReason;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
-use zookeeper_client::{Client, Error as ZkError, EventType};
+use zookeeper_client::{Error as ZkError, EventType};
 
 use crate::error;
-use crate::session::wait_connected;
+use crate::session::{wait_connected, Session};
 
 /// How long the watch task waits for a lost connection before trying again.
 const RECONNECT_WAIT: Duration = Duration::from_secs(1);
@@ -68,9 +68,9 @@ impl NodeWatch {
     /// Starts watching `path` now; once [`hold`](Self::hold) is called,
     /// reports `reporter`'s lock lost when the node disappears other than
     /// by [`releasing`](Self::releasing).
-    pub(crate) fn start(client: &Client, path: String, reporter: LossReporter) -> Self {
+    pub(crate) fn start(session: &Arc<Session>, path: String, reporter: LossReporter) -> Self {
         let (watch, shared) = Self::later(path, reporter);
-        shared.start(client);
+        shared.start(session);
         watch
     }
 
@@ -139,21 +139,24 @@ impl Shared {
         self.stage.load(Ordering::SeqCst) != RELEASED && matches!(*self.task(), Task::Pending)
     }
 
-    /// Starts the watch task on `client`, unless the lock was released or
-    /// its [`NodeWatch`] dropped meanwhile, or it already runs.
-    pub(crate) fn start(self: &Arc<Self>, client: &Client) {
+    /// Starts the watch task on `session`, unless the lock was released or
+    /// its [`NodeWatch`] dropped meanwhile, or it already runs. The task
+    /// keeps the session open until it ends, so its watch is removed (when
+    /// it is aborted) before the session closes.
+    pub(crate) fn start(self: &Arc<Self>, session: &Arc<Session>) {
         if self.stage.load(Ordering::SeqCst) == RELEASED {
             return;
         }
         let mut task = self.task();
         if matches!(*task, Task::Pending) {
-            let handle = tokio::spawn(watch_node(client.clone(), Arc::clone(self)));
+            let handle = tokio::spawn(watch_node(Arc::clone(session), Arc::clone(self)));
             *task = Task::Running(handle.abort_handle());
         }
     }
 }
 
-async fn watch_node(client: Client, shared: Arc<Shared>) {
+async fn watch_node(session: Arc<Session>, shared: Arc<Shared>) {
+    let client = session.client();
     let path = &shared.path;
     let reason = loop {
         if shared.stage.load(Ordering::SeqCst) == RELEASED {
@@ -177,7 +180,7 @@ async fn watch_node(client: Client, shared: Arc<Shared>) {
                 break LossReason::SessionExpired
             }
             Err(e) if error::is_unavailable(&e) => {
-                if let Err(state) = wait_connected(&client, RECONNECT_WAIT).await {
+                if let Err(state) = wait_connected(client, RECONNECT_WAIT).await {
                     if state.is_terminated() {
                         break LossReason::SessionExpired;
                     }

@@ -119,6 +119,58 @@ async fn a_lock_removed_from_outside_is_reported_lost_before_and_after_its_watch
     }
 }
 
+/// Purging a namespace removes its whole subtree — nested keys, read
+/// locks, semaphores with their stored limits, the namespace's own node —
+/// while locks are held in it (their holders are told), and leaves
+/// another namespace's nodes in place.
+#[tokio::test]
+async fn purging_a_namespace_removes_its_subtree_and_nothing_else() {
+    use std::time::Duration;
+
+    let zk = shared_zk().await;
+    let purged = connect(&with_query(&zk.url(), "namespace=zk-purged&ttl=10s"))
+        .await
+        .unwrap();
+    let kept = connect(&with_query(&zk.url(), "namespace=zk-kept&ttl=10s"))
+        .await
+        .unwrap();
+    let mut guards = Vec::new();
+    for key in ["a", "a/b/c", "x y/z"] {
+        guards.push(purged.lock(key).await.unwrap());
+    }
+    guards.push(purged.rwlock("shared").unwrap().read().await.unwrap());
+    guards.push(
+        purged
+            .semaphore("pool", 2)
+            .unwrap()
+            .acquire()
+            .await
+            .unwrap(),
+    );
+    let kept_guard = kept.lock("a").await.unwrap();
+    let raw = zk.raw_client().await;
+
+    purged.purge_namespace().await.unwrap();
+
+    let namespace_node = format!("{BASE}/zk-purged");
+    assert_eq!(
+        raw.check_stat(&namespace_node).await.unwrap(),
+        None,
+        "{namespace_node} is still there"
+    );
+    for guard in &guards {
+        tokio::time::timeout(Duration::from_secs(10), guard.lost())
+            .await
+            .unwrap_or_else(|_| panic!("{} was never reported lost", guard.key()));
+    }
+    assert!(kept_guard.is_held());
+    let kept_dir = zk.lock_dir(&kept, "a");
+    assert_eq!(raw.list_children(&kept_dir).await.unwrap().len(), 1);
+    kept_guard.release().await.unwrap();
+    // Purging a namespace that holds nothing succeeds.
+    purged.purge_namespace().await.unwrap();
+}
+
 /// How an acquire entered the queue, and what its token is, as the server
 /// sees it.
 mod entry {

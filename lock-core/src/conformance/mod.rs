@@ -29,7 +29,10 @@ mod runner;
 
 pub use cases::*;
 pub use factory::{CaseSettings, FnFactory, LockerFactory, Outage};
-pub use runner::{run_all, run_case, Case, CaseReport, CaseStatus, Outcome, CASES};
+pub use runner::{
+    peak_lockers, run_all, run_case, Case, CaseReport, CaseStatus, Outcome, CASES,
+    MAX_LOCKERS_AT_ONCE,
+};
 
 /// Result of one conformance case: how it ended, or the store error that
 /// stopped it. Assertion failures panic, like in any test.

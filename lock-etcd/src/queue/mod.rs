@@ -47,6 +47,7 @@ use crate::held::HeldEntry;
 use crate::keys;
 
 use entry::Entry;
+pub(crate) use permit::forget_unused_limit;
 
 /// Takes the lock of `request`; see the module docs. `Ok(None)` when a
 /// [`WaitMode::Try`](lock_core::backend::WaitMode::Try) finds it held.

@@ -77,6 +77,28 @@ pub(super) async fn check_limit(
     Ok(())
 }
 
+/// Deletes the stored limit of `name`'s semaphore if no entry is queued
+/// any more, in one transaction: a limit goes with its last permit, so a
+/// semaphore nobody uses leaves no key behind. Called after a permit is
+/// given back; a request that stores the limit again meanwhile is seen by
+/// the transaction's compare or stores it after.
+pub(crate) async fn forget_unused_limit(
+    shared: &Shared,
+    name: &LockName,
+    deadline: Instant,
+) -> Result<(), LockError> {
+    // Over a range, a compare holds for every key in it, and an empty
+    // range compares as one key at version 0.
+    let nobody_queued =
+        Compare::version(keys::permits_prefix(name), CompareOp::Equal, 0).with_prefix();
+    let txn = Txn::new()
+        .when([nobody_queued])
+        .and_then([TxnOp::delete(keys::limit_key(name), None)]);
+    let context = "cannot remove the semaphore's unused limit";
+    run_txn(&shared.client, deadline, context, txn).await?;
+    Ok(())
+}
+
 /// What a read of the entries up to ours showed, as of `revision`.
 struct PermitView {
     revision: i64,
