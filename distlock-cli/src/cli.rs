@@ -14,7 +14,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     about,
     after_help = "The store is --url, else $DISTLOCK_URL, else file:// locks in the \
                   user's runtime (or temp) directory.\n\
-                  Log verbosity: DISTLOCK_LOG (tracing filter, default `warn`)."
+                  Log verbosity: DISTLOCK_LOG (a tracing filter; default `warn`, with the \
+                  ZooKeeper client's reconnection warnings and lock-core's lost-lock warning \
+                  kept to `error`: DISTLOCK_LOG=warn shows them)."
 )]
 pub struct Cli {
     /// Lock store URL: mem://, file:///dir, redis://, etcd://, zk://, ...
