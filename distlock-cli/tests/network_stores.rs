@@ -46,7 +46,7 @@ const RUN_TTL: &str = "ttl=5s";
 /// on the `$backend` backend, concurrent runs lose no increment, and
 /// successive runs see increasing tokens.
 macro_rules! network_store_tests {
-    ($module:ident, $feature:literal, $url:ident, $backend:literal) => {
+    ($module:ident, $feature:literal, $url:ident, $backend:literal, $lease_shown:literal) => {
         #[cfg(feature = $feature)]
         mod $module {
             use super::*;
@@ -72,13 +72,46 @@ macro_rules! network_store_tests {
                 let url = $url("tokens", RUN_TTL);
                 assert_successive_tokens_increase(&url, "k", SUCCESSIVE_RUNS);
             }
+
+            #[test]
+            fn status_names_the_store_and_the_time_left() {
+                assert_status_while_held(&$url("status", RUN_TTL), $backend, $lease_shown);
+            }
         }
     };
 }
 
-network_store_tests!(on_redis, "redis", redis_url, "redis");
-network_store_tests!(on_etcd, "etcd", etcd_url, "etcd");
-network_store_tests!(on_zookeeper, "zookeeper", zookeeper_url, "zookeeper");
+// The time left is the lock's lease on Redis and the session lease's on
+// etcd; a ZooKeeper lock lives as long as its session, which tells no
+// one else how long it has.
+network_store_tests!(on_redis, "redis", redis_url, "redis", true);
+network_store_tests!(on_etcd, "etcd", etcd_url, "etcd", true);
+network_store_tests!(on_zookeeper, "zookeeper", zookeeper_url, "zookeeper", false);
+
+/// `distlock status k --json`, run by CMD while `run` holds `k` on `url`:
+/// held, by that run, on `backend`, with the time left on the lease where
+/// the store can say (`lease_shown`).
+fn assert_status_while_held(url: &str, backend: &str, lease_shown: bool) {
+    let status = format!(
+        "{} --url '{url}' status k --json",
+        env!("CARGO_BIN_EXE_distlock")
+    );
+    let out = common::output(common::distlock_at(
+        url,
+        &["run", "k", "--", "sh", "-c", &status],
+    ));
+    let text = common::stdout(&out);
+    assert!(out.status.success(), "{text}{}", common::stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(text.trim()).expect("status --json is JSON");
+    assert_eq!(json["held"], true, "{json}");
+    assert_eq!(json["backend"], backend, "{json}");
+    let left = json["ttl_left_ms"].as_u64();
+    if lease_shown {
+        assert!(left.is_some_and(|ms| ms > 0 && ms <= 5_000), "{json}");
+    } else {
+        assert!(json["ttl_left_ms"].is_null(), "{json}");
+    }
+}
 
 /// A host-list URL: `check` must pass it through intact (the `url` crate
 /// alone rejects `a:1,b:2,c:3`).

@@ -147,13 +147,28 @@ impl EtcdBackend {
             .next()
             .map(|get| get.kvs().to_vec())
             .unwrap_or_default();
-        Ok(entries
-            .iter()
-            .take(limit as usize)
-            .map(|kv| {
-                holder_info(kv.create_revision(), kv.value()).with_kind(HoldKind::Permit { limit })
-            })
-            .collect())
+        let mut holders = Vec::new();
+        for kv in entries.iter().take(limit as usize) {
+            let mut info =
+                holder_info(kv.create_revision(), kv.value()).with_kind(HoldKind::Permit { limit });
+            info.ttl_left = self.ttl_left(kv.lease()).await;
+            holders.push(info);
+        }
+        Ok(holders)
+    }
+
+    /// The time left on `lease` (a holder's session), or `None` if it
+    /// cannot be read: one request per holder, for `inspect` and
+    /// `holders`, which operators call, never the lock path.
+    async fn ttl_left(&self, lease: i64) -> Option<Duration> {
+        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        with_retries(deadline, "cannot read the holder's lease", || {
+            let mut leases = self.shared.client.lease_client();
+            async move { leases.time_to_live(lease, None).await }
+        })
+        .await
+        .ok()
+        .map(|lease| Duration::from_secs(u64::try_from(lease.ttl()).unwrap_or(0)))
     }
 
     /// The entries holding `name`'s lock: the head of the queue if it is a
@@ -230,16 +245,8 @@ impl Backend for EtcdBackend {
         let Some(head) = self.holder(name).await? else {
             return Ok(None);
         };
-        let deadline = self.shared.retry_deadline(WaitMode::Try);
-        let ttl_left = with_retries(deadline, "cannot read the holder's lease", || {
-            let mut leases = self.shared.client.lease_client();
-            async move { leases.time_to_live(head.lease, None).await }
-        })
-        .await
-        .ok()
-        .map(|lease| Duration::from_secs(u64::try_from(lease.ttl()).unwrap_or(0)));
         let mut info = holder_info(head.token, &head.value);
-        info.ttl_left = ttl_left;
+        info.ttl_left = self.ttl_left(head.lease).await;
         Ok(Some(info))
     }
 
@@ -253,18 +260,17 @@ impl Backend for EtcdBackend {
         if primitive == Primitive::Semaphore {
             return self.permit_holders(name).await;
         }
-        Ok(self
-            .holding(name)
-            .await?
-            .iter()
-            .map(|head| {
-                let kind = match keys::is_reader(&head.key) {
-                    true => HoldKind::Shared,
-                    false => HoldKind::Exclusive,
-                };
-                holder_info(head.token, &head.value).with_kind(kind)
-            })
-            .collect())
+        let mut holders = Vec::new();
+        for head in self.holding(name).await? {
+            let kind = match keys::is_reader(&head.key) {
+                true => HoldKind::Shared,
+                false => HoldKind::Exclusive,
+            };
+            let mut info = holder_info(head.token, &head.value).with_kind(kind);
+            info.ttl_left = self.ttl_left(head.lease).await;
+            holders.push(info);
+        }
+        Ok(holders)
     }
 
     /// A read of the whole queue, then a watch on its prefix, on the
