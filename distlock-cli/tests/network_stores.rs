@@ -46,14 +46,18 @@ const RUN_TTL: &str = "ttl=5s";
 /// on the `$backend` backend, concurrent runs lose no increment, and
 /// successive runs see increasing tokens.
 macro_rules! network_store_tests {
-    ($module:ident, $feature:literal, $url:ident, $backend:literal, $lease_shown:literal) => {
+    ($module:ident, $feature:literal, $url:ident, $backend:literal, $lease_shown:literal,
+     $leftovers:ident) => {
         #[cfg(feature = $feature)]
         mod $module {
             use super::*;
 
             #[test]
-            fn check_passes() {
-                assert_check_passes(&$url("check", ""), $backend);
+            fn check_passes_and_leaves_nothing() {
+                let url = $url("check", "");
+                assert_check_passes(&url, $backend);
+                let left = test_server($leftovers(&url));
+                assert!(left.is_empty(), "check left {left:?}");
             }
 
             #[test]
@@ -84,9 +88,77 @@ macro_rules! network_store_tests {
 // The time left is the lock's lease on Redis and the session lease's on
 // etcd; a ZooKeeper lock lives as long as its session, which tells no
 // one else how long it has.
-network_store_tests!(on_redis, "redis", redis_url, "redis", true);
-network_store_tests!(on_etcd, "etcd", etcd_url, "etcd", true);
-network_store_tests!(on_zookeeper, "zookeeper", zookeeper_url, "zookeeper", false);
+network_store_tests!(on_redis, "redis", redis_url, "redis", true, redis_leftovers);
+network_store_tests!(on_etcd, "etcd", etcd_url, "etcd", true, etcd_leftovers);
+network_store_tests!(
+    on_zookeeper,
+    "zookeeper",
+    zookeeper_url,
+    "zookeeper",
+    false,
+    zk_leftovers
+);
+
+/// `host:port` of a test URL (`scheme://host:port[/path][?query]`).
+fn host_port(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    rest.split(['/', '?']).next().unwrap_or_default().to_owned()
+}
+
+/// The keys on the Redis server of `url` in namespaces `check` made
+/// (`c-…`; only `check` makes such namespaces in this test binary).
+#[cfg(feature = "redis")]
+async fn redis_leftovers(url: &str) -> Result<Vec<String>, String> {
+    let client =
+        redis::Client::open(format!("redis://{}", host_port(url))).map_err(|e| e.to_string())?;
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    redis::cmd("KEYS")
+        .arg("distlock:{c-*")
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// The keys on the etcd server of `url` in namespaces `check` made.
+#[cfg(feature = "etcd")]
+async fn etcd_leftovers(url: &str) -> Result<Vec<String>, String> {
+    let mut client = etcd_client::Client::connect([host_port(url)], None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let options = etcd_client::GetOptions::new()
+        .with_prefix()
+        .with_keys_only();
+    let response = client
+        .get("distlock/c-", Some(options))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(response
+        .kvs()
+        .iter()
+        .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
+        .collect())
+}
+
+/// The nodes under the ZooKeeper base path of `url` for namespaces
+/// `check` made.
+#[cfg(feature = "zookeeper")]
+async fn zk_leftovers(url: &str) -> Result<Vec<String>, String> {
+    let client = zookeeper_client::Client::connect(&host_port(url))
+        .await
+        .map_err(|e| e.to_string())?;
+    let children = match client.list_children("/distlock").await {
+        Ok(children) => children,
+        Err(zookeeper_client::Error::NoNode) => Vec::new(),
+        Err(error) => return Err(error.to_string()),
+    };
+    Ok(children
+        .into_iter()
+        .filter(|c| c.starts_with("c-"))
+        .collect())
+}
 
 /// `distlock status k --json`, run by CMD while `run` holds `k` on `url`:
 /// held, by that run, on `backend`, with the time left on the lease where
