@@ -133,7 +133,8 @@ impl FileWatch {
     /// with notify's `PollWatcher`.
     fn arm(&mut self) -> Result<(), LockError> {
         self.watcher = None;
-        std::fs::create_dir_all(&self.dir).map_err(|e| self.io_error("cannot create", e))?;
+        crate::create::create_dir(&self.dir, self.backend.disk().sharing)
+            .map_err(|e| self.io_error("cannot create", e))?;
         let handler = {
             let (signal, path, dir) = (self.signal.clone(), self.path.clone(), self.dir.clone());
             move |event: notify::Result<Event>| signal.on_event(&path, &dir, event)
