@@ -231,7 +231,7 @@ impl Backend for FileBackend {
     ) -> Result<Vec<LockInfo>, LockError> {
         let path = self.lock_path(name);
         let listed = match primitive {
-            Primitive::Semaphore => permits::holders(&permits::permits_dir(&path))
+            Primitive::Semaphore => permits::holders(&path)
                 .map(|(records, limit)| (records, HoldKind::Permit { limit })),
             Primitive::Lock => match probe::held_exclusively(&path, self.disk) {
                 Ok(true) => {

@@ -6,7 +6,9 @@
 //! semaphore, its `meta` file), under the bucket file's own `flock`:
 //! read the counter, take one more than both it and the floor the caller
 //! passes (the token a lock file of an earlier version still records),
-//! write that back. Every token of a name therefore exceeds every token
+//! write that back. Readers of one name, which share its lock, also write
+//! their record into the lock file while they hold the counter's lock, one
+//! at a time. Every token of a name therefore exceeds every token
 //! drawn for it before, whichever process drew it, and the counter does
 //! not depend on the name's own files: they can be removed once the name
 //! is free without tokens starting again.
@@ -51,46 +53,90 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// Draws the next token of the name whose lock file (or semaphore
-/// directory) is `path`: one more than the larger of its counter and
-/// `floor`, written back (and synced with `disk.fsync`) before returning.
-/// The caller holds the name's lock.
-pub(crate) fn draw(path: &Path, floor: u64, disk: Disk) -> io::Result<u64> {
-    update(path, disk, |counter| {
-        counter.max(floor).checked_add(1).ok_or_else(|| {
+/// The counter of one name's bucket, locked (`flock`) while this lives.
+#[derive(Debug)]
+pub(crate) struct Counter {
+    file: File,
+    path: PathBuf,
+    value: u64,
+    /// The file was empty: its entries must be synced with `fsync`.
+    fresh: bool,
+    disk: Disk,
+}
+
+impl Counter {
+    /// Locks the counter of the name whose lock file (or other file) is
+    /// `path`, creating its file if missing, and reads it. A record that
+    /// does not read is an error naming the file (removing it would
+    /// restart the tokens of every name it counts).
+    pub(crate) fn lock(path: &Path, disk: Disk) -> io::Result<Self> {
+        let bucket = bucket_path(path);
+        let file = open_creating(&bucket, disk.sharing)?;
+        flock(&file, libc::LOCK_EX)?;
+        let (value, fresh) = read(&file).map_err(|e| damaged(&bucket, e))?;
+        Ok(Self {
+            file,
+            path: bucket,
+            value,
+            fresh,
+            disk,
+        })
+    }
+
+    /// Takes the next token: one more than the larger of the counter and
+    /// `floor` (a token recorded by an earlier version), written back (and
+    /// synced with `fsync`) before returning.
+    pub(crate) fn next(&mut self, floor: u64) -> io::Result<u64> {
+        let token = self.value.max(floor).checked_add(1).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 "token counter is at its maximum",
             )
-        })
-    })
-}
+        })?;
+        self.store(token)?;
+        Ok(token)
+    }
 
-/// Raises the counter of `path`'s name to at least `token` (a token
-/// recorded in a file about to be removed), so no later token is lower.
-pub(crate) fn raise(path: &Path, token: u64, disk: Disk) -> io::Result<()> {
-    update(path, disk, |counter| Ok(counter.max(token))).map(drop)
-}
+    /// Raises the counter to at least `token` (a token recorded in a file
+    /// about to be removed), so no later token is lower.
+    pub(crate) fn raise(&mut self, token: u64) -> io::Result<()> {
+        if token > self.value || self.fresh {
+            self.store(token.max(self.value))?;
+        }
+        Ok(())
+    }
 
-/// Reads the counter of `path`'s name under its `flock`, computes the new
-/// value with `next`, and writes it back if it changed.
-fn update(path: &Path, disk: Disk, next: impl FnOnce(u64) -> io::Result<u64>) -> io::Result<u64> {
-    let bucket = bucket_path(path);
-    let file = open_creating(&bucket, disk.sharing)?;
-    flock(&file, libc::LOCK_EX)?;
-    let (counter, fresh) = read(&file).map_err(|e| damaged(&bucket, e))?;
-    let value = next(counter)?;
-    if value != counter || fresh {
-        file.write_all_at(format!("{value:020}\n").as_bytes(), 0)?;
-        if disk.fsync {
-            file.sync_data()?;
-            if fresh {
-                sync_new_entries(&bucket)?;
+    fn store(&mut self, value: u64) -> io::Result<()> {
+        self.file
+            .write_all_at(format!("{value:020}\n").as_bytes(), 0)?;
+        if self.disk.fsync {
+            self.file.sync_data()?;
+            if self.fresh {
+                sync_new_entries(&self.path)?;
             }
         }
+        (self.value, self.fresh) = (value, false);
+        Ok(())
     }
-    // Closing the file unlocks it.
-    Ok(value)
+}
+
+impl Drop for Counter {
+    fn drop(&mut self) {
+        // As for lock files: a forked child may share the descriptor.
+        let _ = flock(&self.file, libc::LOCK_UN);
+    }
+}
+
+/// Draws the next token of the name whose lock file is `path` (see
+/// [`Counter::next`]). The caller holds the name's lock.
+pub(crate) fn draw(path: &Path, floor: u64, disk: Disk) -> io::Result<u64> {
+    Counter::lock(path, disk)?.next(floor)
+}
+
+/// Raises the counter of `path`'s name to at least `token` (see
+/// [`Counter::raise`]).
+pub(crate) fn raise(path: &Path, token: u64, disk: Disk) -> io::Result<()> {
+    Counter::lock(path, disk)?.raise(token)
 }
 
 /// The counter in `file` and whether the file is new (empty).

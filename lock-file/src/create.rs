@@ -201,7 +201,7 @@ pub(crate) fn create_dir_with_mode(path: &Path, mode: u32) -> io::Result<()> {
     };
     let placed = fs::metadata(&temporary)
         .and_then(|made| {
-            let inherited = made.mode() & u32::from(libc::S_ISGID);
+            let inherited = made.mode() & 0o2000;
             fs::set_permissions(&temporary, fs::Permissions::from_mode(mode | inherited))
         })
         .and_then(|()| rename_no_replace(&temporary, path));
@@ -231,12 +231,6 @@ fn temporary_name(dir: &Path, path: &Path) -> PathBuf {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     ))
-}
-
-/// Whether `name` (a directory entry) is one of [`temporary_name`]'s.
-pub(crate) fn is_temporary(name: &std::ffi::OsStr) -> bool {
-    let name = name.to_string_lossy();
-    name.starts_with('.') && name.contains(".new-")
 }
 
 /// Renames `from` to `to` unless `to` exists (`AlreadyExists` then).
@@ -327,10 +321,6 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["k.lock"]);
-        assert!(!is_temporary(&names[0]));
-        assert!(is_temporary(
-            temporary_name(root.path(), &path).file_name().unwrap()
-        ));
     }
 
     #[test]

@@ -23,7 +23,6 @@ pub const SHARED_DIR_MODE: u32 = 0o1777;
 
 /// Where [`default_dir`] puts the locks, and why there.
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct DefaultDir {
     /// The lock directory: [`PERSISTENT_DIR`], or the fallback
     /// [`fallback_dir`].

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::counter;
 use crate::create::{open_creating, Disk};
-use crate::lockfile::{flock, read_token, remove_readers_dir, LockedFile};
+use crate::lockfile::{flock, read_token, remove_reader_slots, LockedFile};
 
 /// How often an attempt opens the lock file afresh when the one it locked
 /// was removed (by a release) between its `open` and its `flock`, before
@@ -42,7 +42,7 @@ impl Exclusive {
 
     fn leave(&mut self) -> Option<io::Result<bool>> {
         let locked = self.locked.take()?;
-        Some(locked.remove_if_standing(remove_readers_dir))
+        Some(locked.remove_if_standing(remove_reader_slots))
     }
 }
 

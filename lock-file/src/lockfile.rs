@@ -35,12 +35,13 @@
 //! so the last one to try finds none of the others' locks: it gets the
 //! lock unless a new holder came in, who will leave the same way later.
 
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::names::{numbered, sibling, LEGACY_READERS_SUFFIX, READER_SUFFIX};
 use crate::record;
 
 /// The most of a lock file a reader reads: a record with the longest owner
@@ -231,33 +232,54 @@ pub(crate) fn no_token() -> io::Error {
     )
 }
 
+/// `path` opened read-only without following a symlink, `None` if it does
+/// not exist.
+pub(crate) fn open_existing(path: &Path) -> io::Result<Option<File>> {
+    match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(file) => Ok(Some(file)),
+        Err(error) if is_missing(&error) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
 /// Whether `error` means the path (or a directory on it) does not exist.
 pub(crate) fn is_missing(error: &io::Error) -> bool {
     error.kind() == io::ErrorKind::NotFound || error.raw_os_error() == Some(libc::ENOTDIR)
 }
 
-/// Removes the directory of dead readers' files beside the lock file
-/// `path` (`K.readers/`), if there is one. Called by whoever holds the
-/// lock file with `LOCK_EX`: then no reader lives, so every file in it is
-/// a dead reader's.
-pub(crate) fn remove_readers_dir(path: &Path) -> io::Result<()> {
-    let dir = crate::names::sibling(path, crate::names::READERS_SUFFIX);
-    match fs::remove_dir(&dir) {
-        Ok(()) => return Ok(()),
-        Err(error) if is_missing(&error) => return Ok(()),
-        Err(error) if error.kind() != io::ErrorKind::DirectoryNotEmpty => return Err(error),
-        Err(_) => {}
+/// Removes what the lock file `path` keeps beside it for readers: the
+/// reader slots `K.reader-0`, `K.reader-1`, … and the readers' directory
+/// of earlier versions. Called by whoever holds the lock file with
+/// `LOCK_EX`: then no reader lives, so every slot is free.
+pub(crate) fn remove_reader_slots(path: &Path) -> io::Result<()> {
+    remove_numbered(path, READER_SUFFIX)?;
+    let legacy = sibling(path, LEGACY_READERS_SUFFIX);
+    match fs::remove_dir_all(&legacy) {
+        Err(error) if !is_missing(&error) => Err(error),
+        _ => Ok(()),
     }
-    for entry in fs::read_dir(&dir)? {
-        match fs::remove_file(entry?.path()) {
+}
+
+/// Removes the numbered siblings `K<suffix>0`, `K<suffix>1`, … of
+/// `path`, from the last one down, so that what an interrupted removal
+/// leaves still starts at 0 (slots are created lowest first, so they are
+/// always numbered from 0 without gaps, and the first missing number ends
+/// them).
+pub(crate) fn remove_numbered(path: &Path, suffix: &str) -> io::Result<()> {
+    let count = (0..)
+        .find(|&n| fs::symlink_metadata(numbered(path, suffix, n)).is_err())
+        .unwrap_or(0);
+    for n in (0..count).rev() {
+        match fs::remove_file(numbered(path, suffix, n)) {
             Err(error) if !is_missing(&error) => return Err(error),
             _ => {}
         }
     }
-    match fs::remove_dir(&dir) {
-        Err(error) if !is_missing(&error) => Err(error),
-        _ => Ok(()),
-    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -311,17 +333,22 @@ mod tests {
     }
 
     #[test]
-    fn removing_while_held_takes_dead_readers_along() {
+    fn removing_while_held_takes_reader_slots_along() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("k.lock");
+        // Slots of readers gone (or dead), and an earlier version's
+        // readers' directory.
+        for slot in ["k.reader-0", "k.reader-1"] {
+            fs::write(dir.path().join(slot), "gone").unwrap();
+        }
         let readers = dir.path().join("k.readers");
         fs::create_dir(&readers).unwrap();
         fs::write(readers.join("7"), "dead").unwrap();
         let file = crate::create::open_creating(&path, crate::create::Sharing::Private).unwrap();
         assert!(flock(&file, libc::LOCK_EX | libc::LOCK_NB).unwrap());
         let held = LockedFile::new(file, &path, 0);
-        assert!(held.remove_if_standing(remove_readers_dir).unwrap());
+        assert!(held.remove_if_standing(remove_reader_slots).unwrap());
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
-        assert!(!held.remove_if_standing(remove_readers_dir).unwrap());
+        assert!(!held.remove_if_standing(remove_reader_slots).unwrap());
     }
 }

@@ -25,10 +25,16 @@ use sha2::{Digest, Sha256};
 pub(crate) const LOCK_SUFFIX: &str = ".lock";
 /// Suffix of a lock file's gate (see [`crate::shared`]).
 pub(crate) const GATE_SUFFIX: &str = ".gate";
-/// Suffix of the directory of a lock file's readers.
-pub(crate) const READERS_SUFFIX: &str = ".readers";
-/// Suffix of a semaphore's directory, beside the lock file of its name.
-pub(crate) const PERMITS_SUFFIX: &str = ".permits";
+/// Suffix of a reader's slot file, before its number.
+pub(crate) const READER_SUFFIX: &str = ".reader-";
+/// Suffix of a semaphore's file (its limit).
+pub(crate) const SEMAPHORE_SUFFIX: &str = ".semaphore";
+/// Suffix of a semaphore's permit slot file, before its number.
+pub(crate) const PERMIT_SUFFIX: &str = ".permit-";
+/// Suffix of the directory of readers' files of earlier versions.
+pub(crate) const LEGACY_READERS_SUFFIX: &str = ".readers";
+/// Suffix of the semaphore directory of earlier versions.
+pub(crate) const LEGACY_PERMITS_SUFFIX: &str = ".permits";
 /// Longest plain encoding kept as is (before the suffix).
 const MAX_ENCODED_LEN: usize = 200;
 /// Length of the readable prefix of a hashed name, at most.
@@ -47,6 +53,12 @@ pub(crate) fn sibling(path: &Path, suffix: &str) -> PathBuf {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let stem = name.strip_suffix(LOCK_SUFFIX).unwrap_or(&name);
     path.with_file_name(format!("{stem}{suffix}"))
+}
+
+/// The `number`th of the numbered siblings `K<suffix><number>` (reader
+/// and permit slots).
+pub(crate) fn numbered(path: &Path, suffix: &str, number: u32) -> PathBuf {
+    sibling(path, &format!("{suffix}{number}"))
 }
 
 /// The file name (with [`LOCK_SUFFIX`]) a key is stored under.
@@ -254,12 +266,16 @@ mod tests {
         let lock = Path::new("/d/ns/a%2Fb.lock");
         assert_eq!(sibling(lock, GATE_SUFFIX), Path::new("/d/ns/a%2Fb.gate"));
         assert_eq!(
-            sibling(lock, READERS_SUFFIX),
-            Path::new("/d/ns/a%2Fb.readers")
+            numbered(lock, READER_SUFFIX, 3),
+            Path::new("/d/ns/a%2Fb.reader-3")
         );
         assert_eq!(
-            sibling(lock, PERMITS_SUFFIX),
-            Path::new("/d/ns/a%2Fb.permits")
+            sibling(lock, SEMAPHORE_SUFFIX),
+            Path::new("/d/ns/a%2Fb.semaphore")
+        );
+        assert_eq!(
+            numbered(lock, PERMIT_SUFFIX, 0),
+            Path::new("/d/ns/a%2Fb.permit-0")
         );
     }
 

@@ -9,16 +9,15 @@
 //! (all files of earlier versions did), the probe raises the name's
 //! counter to that token, so later tokens stay above it.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use crate::counter;
 use crate::create::Disk;
 use crate::exclusive::MAX_REOPENS;
 use crate::lockfile::{
-    flock, is_missing, no_token, read_all, read_token, remove_readers_dir, stands, LockedFile,
+    flock, no_token, open_existing, read_all, read_token, remove_reader_slots, stands, LockedFile,
 };
 use crate::record::{self, Format, Record, Unreadable};
 
@@ -134,19 +133,5 @@ fn before_removal(locked: &LockedFile, path: &Path, disk: Disk) -> io::Result<()
     if let (Some(token), _) = read_token(locked.file())? {
         counter::raise(path, token, disk)?;
     }
-    remove_readers_dir(path)
-}
-
-/// `path` opened read-only without following a symlink, `None` if it does
-/// not exist.
-fn open_existing(path: &Path) -> io::Result<Option<File>> {
-    match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-    {
-        Ok(file) => Ok(Some(file)),
-        Err(error) if is_missing(&error) => Ok(None),
-        Err(error) => Err(error),
-    }
+    remove_reader_slots(path)
 }

@@ -3,57 +3,57 @@
 //! `flock` do.
 //!
 //! `flock` alone lets a steady stream of readers starve a writer: a
-//! shared lock is granted whenever no exclusive one is held. Beside each
-//! lock file `K.lock` lies, while anyone uses it, its gate `K.gate`: a
-//! writer that has to wait holds `LOCK_SH` on the gate for as long as it
-//! waits, and a reader takes the lock only while it can take
-//! `LOCK_EX|LOCK_NB` on the gate. So a reader that asks after a writer
-//! started waiting waits behind it; the gate also lets one reader at a
-//! time write its record into the lock file.
+//! shared lock is granted whenever no exclusive one is held. So a writer
+//! that has to wait marks the gate `K.gate` beside the lock file `K.lock`
+//! (`LOCK_SH`, creating the gate, for as long as it waits), and a reader
+//! only goes on while no gate is marked: it opens the gate if there is
+//! one (never creating it) and takes `LOCK_EX|LOCK_NB` on it. A reader
+//! that asks after a writer started waiting therefore waits behind it.
 //!
-//! Each reader also keeps a file of its own, `K.readers/<token>`, locked
-//! with `LOCK_EX` and holding its record, so that every reader can be
-//! listed; a file whose lock is free belongs to a reader that died, and is
-//! removed by whoever lists the readers.
+//! Readers share the lock file, so they write their record into it (for
+//! `inspect`: the latest reader) one at a time, while holding the lock of
+//! the name's [token counter](crate::counter). Each reader also keeps a
+//! slot file of its own, `K.reader-0`, `K.reader-1`, …, the lowest one
+//! whose `LOCK_EX|LOCK_NB` it gets, holding its record while it lives,
+//! so that every reader can be listed: a slot locked is a live reader.
 //!
 //! Nothing stays once the name is free (see [`crate::lockfile`] for the
-//! argument): a reader removes its own file while it still holds it; the
-//! last reader out removes the lock file and the readers' directory, and
-//! the gate goes with the last one who held it (a reader, which holds it
-//! alone, removes it before letting go; the last waiting writer out
-//! removes it as the last reader removes the lock file). Whoever locks the
-//! gate or the lock file checks afterwards that the file still stands, and
-//! otherwise opens the path afresh: a writer marking a gate about to be
-//! removed would otherwise not hold back readers that open the new one.
+//! argument): a reader leaving unlocks its slot; the last one out holds
+//! the lock file alone for an instant and removes every slot, then the
+//! lock file. Slots are created lowest first and removed only by that
+//! last one (or a writer, which also holds the file alone), so they are
+//! always numbered from 0 without gaps. The gate goes with the last
+//! writer that marked it, or with the first reader that finds it
+//! unmarked. Whoever locks the gate or the lock file checks afterwards
+//! that the file still stands, and otherwise opens the path afresh: a
+//! writer marking a gate about to be removed would not hold back readers
+//! that find no gate.
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::counter;
+use crate::counter::Counter;
 use crate::create::{open_creating, Disk};
 use crate::exclusive::MAX_REOPENS;
-use crate::lockfile::{self, flock, read_token, remove_readers_dir, LockedFile};
-use crate::names::{sibling, GATE_SUFFIX, READERS_SUFFIX};
+use crate::lockfile::{flock, open_existing, read_token, remove_reader_slots, LockedFile};
+use crate::names::{numbered, sibling, GATE_SUFFIX, READER_SUFFIX};
 use crate::probe::{self, OnFree};
 use crate::record::Record;
+
+/// Most reader slots of one name: as many readers at once.
+const MAX_READERS: u32 = 1 << 20;
 
 /// The gate beside the lock file `path`.
 pub(crate) fn gate_path(path: &Path) -> PathBuf {
     sibling(path, GATE_SUFFIX)
 }
 
-/// The directory of the readers of the lock file `path`.
-fn readers_dir(path: &Path) -> PathBuf {
-    sibling(path, READERS_SUFFIX)
-}
-
-/// A read lock: the lock file, shared-locked, and the reader's own file.
-/// Dropping it removes the reader's file, then leaves the lock file
-/// (removing it if this was the last reader).
+/// A read lock: the lock file, shared-locked, and the reader's slot.
+/// Dropping it unlocks the slot, then leaves the lock file (removing the
+/// slots and the file if this was the last reader).
 #[derive(Debug)]
 pub(crate) struct ReadLock {
-    own: Option<ReaderFile>,
+    own: Option<LockedFile>,
     main: Option<LockedFile>,
 }
 
@@ -63,11 +63,11 @@ impl ReadLock {
         self.main.as_ref()
     }
 
-    /// Replaces the reader's value, in its own file (the lock file's
-    /// record is the last stamper's, which another reader may have been).
+    /// Replaces the reader's value, in its slot (the lock file's record
+    /// is the last stamper's, which another reader may have been).
     pub(crate) fn set_value(&mut self, token: u64, owner: &str, value: &str) -> io::Result<()> {
         match self.own.as_mut() {
-            Some(own) => own.file.write_record(token, owner, value),
+            Some(own) => own.write_record(token, owner, value),
             None => Ok(()),
         }
     }
@@ -81,7 +81,7 @@ impl ReadLock {
         drop(self.own.take());
         let main = self.main.take()?;
         let stood = main.still_stands();
-        Some(main.leave_shared(remove_readers_dir).and(stood))
+        Some(main.leave_shared(remove_reader_slots).and(stood))
     }
 }
 
@@ -100,9 +100,9 @@ pub(crate) enum ReadAttempt {
     Busy,
 }
 
-/// One read attempt: through the gate (`LOCK_EX|LOCK_NB`: no writer
-/// waits), `LOCK_SH|LOCK_NB` on the lock file, the next token drawn and
-/// stamped into its record, and the reader's own file written and locked.
+/// One read attempt: no writer waiting at the gate, `LOCK_SH|LOCK_NB` on
+/// the lock file, the next token drawn and stamped into its record (under
+/// the counter's lock), and a slot of the reader's own taken and written.
 pub(crate) fn read_lock_and_stamp(
     path: &Path,
     owner: &str,
@@ -110,9 +110,9 @@ pub(crate) fn read_lock_and_stamp(
     disk: Disk,
 ) -> io::Result<ReadAttempt> {
     for _ in 0..MAX_REOPENS {
-        let Some(_gate) = Gate::enter(path, disk)? else {
+        if writer_waits(path)? {
             return Ok(ReadAttempt::Busy);
-        };
+        }
         let file = open_creating(path, disk.sharing)?;
         if !flock(&file, libc::LOCK_SH | libc::LOCK_NB)? {
             return Ok(ReadAttempt::Busy);
@@ -121,10 +121,9 @@ pub(crate) fn read_lock_and_stamp(
         if !main.still_stands()? {
             continue;
         }
-        // Readers stamp one at a time (we hold the gate) and no writer
-        // holds the file (we share it).
+        let mut counter = Counter::lock(path, disk)?;
         let (previous, previous_len) = read_token(main.file())?;
-        let token = counter::draw(path, previous.unwrap_or(0), disk)?;
+        let token = counter.next(previous.unwrap_or(0))?;
         main.set_len(previous_len);
         let mut read = ReadLock {
             own: None,
@@ -133,40 +132,43 @@ pub(crate) fn read_lock_and_stamp(
         if let Some(main) = read.main.as_mut() {
             main.write_record(token, owner, value)?;
         }
-        let own_path = readers_dir(path).join(token.to_string());
-        read.own = Some(ReaderFile::create(&own_path, token, owner, value, disk)?);
+        drop(counter);
+        read.own = Some(take_slot(path, token, owner, value, disk)?);
         return Ok(ReadAttempt::Locked(read, token));
     }
     Ok(ReadAttempt::Busy)
 }
 
-/// A reader's hold of the gate (`LOCK_EX`), for the instant of its stamp;
-/// dropping it removes the gate (nobody else holds it), then unlocks.
-struct Gate(LockedFile);
-
-impl Gate {
-    /// Takes `LOCK_EX|LOCK_NB` on the standing gate of `path`; `None`
-    /// while a writer waits (or someone else holds it).
-    fn enter(path: &Path, disk: Disk) -> io::Result<Option<Self>> {
-        let gate = gate_path(path);
-        for _ in 0..MAX_REOPENS {
-            let file = open_creating(&gate, disk.sharing)?;
-            if !flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
-                return Ok(None);
-            }
-            let held = LockedFile::new(file, &gate, 0);
-            if held.still_stands()? {
-                return Ok(Some(Self(held)));
-            }
-        }
-        Ok(None)
+/// Whether a writer waits: the gate exists and its `LOCK_EX|LOCK_NB`
+/// fails. A gate nobody marks is removed on the way.
+fn writer_waits(path: &Path) -> io::Result<bool> {
+    let gate = gate_path(path);
+    let Some(file) = open_existing(&gate)? else {
+        return Ok(false);
+    };
+    if !flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
+        return Ok(true);
     }
+    // Left by writers that went (or died): ours alone now.
+    LockedFile::new(file, &gate, 0).remove_if_standing(|_| Ok(()))?;
+    Ok(false)
 }
 
-impl Drop for Gate {
-    fn drop(&mut self) {
-        let _ = self.0.remove_if_standing(|_| Ok(()));
+/// Takes the lowest reader slot of `path` whose `LOCK_EX|LOCK_NB` we get
+/// (creating the next one when all are taken) and writes our record in
+/// it.
+fn take_slot(path: &Path, token: u64, owner: &str, value: &str, disk: Disk) -> io::Result<LockedFile> {
+    for number in 0..MAX_READERS {
+        let slot = numbered(path, READER_SUFFIX, number);
+        let file = open_creating(&slot, disk.sharing)?;
+        if flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
+            let (_, len) = read_token(&file).unwrap_or((None, 0));
+            let mut own = LockedFile::new(file, &slot, len);
+            own.write_record(token, owner, value)?;
+            return Ok(own);
+        }
     }
+    Err(io::Error::other("every reader slot is taken"))
 }
 
 /// A waiting writer's mark on the gate: while it lives, readers stay out.
@@ -177,8 +179,8 @@ pub(crate) struct WriterWaiting {
 }
 
 impl WriterWaiting {
-    /// Takes `LOCK_SH|LOCK_NB` on the standing gate of `path`; `None`
-    /// while a reader holds the gate for the instant of its stamp (try
+    /// Takes `LOCK_SH|LOCK_NB` on the standing gate of `path`, creating
+    /// it; `None` while a reader holds it for the instant it looks (try
     /// again).
     pub(crate) fn try_mark(path: &Path, disk: Disk) -> io::Result<Option<Self>> {
         let gate = gate_path(path);
@@ -202,54 +204,19 @@ impl Drop for WriterWaiting {
     }
 }
 
-/// A reader's own file, locked while the reader lives; removed when it
-/// is dropped.
-#[derive(Debug)]
-struct ReaderFile {
-    file: LockedFile,
-}
-
-impl ReaderFile {
-    fn create(path: &Path, token: u64, owner: &str, value: &str, disk: Disk) -> io::Result<Self> {
-        let file = open_creating(path, disk.sharing)?;
-        if !flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
-            return Err(io::Error::other(format!(
-                "the reader file `{}` is locked by someone else",
-                path.display()
-            )));
-        }
-        let mut file = LockedFile::new(file, path, 0);
-        file.write_record(token, owner, value)?;
-        Ok(Self { file })
-    }
-}
-
-impl Drop for ReaderFile {
-    fn drop(&mut self) {
-        // Removed while still locked, so no lister takes it for a dead
-        // reader's and nobody else can hold a file at this path.
-        let _ = fs::remove_file(self.file.path());
-    }
-}
-
-/// The records of the live readers of the lock file `path`, oldest first;
-/// files of dead readers are removed on the way.
+/// The records of the live readers of the lock file `path`, oldest first:
+/// the slots whose lock is taken.
 pub(crate) fn readers(path: &Path) -> io::Result<Vec<Record>> {
-    let entries = match fs::read_dir(readers_dir(path)) {
-        Ok(entries) => entries,
-        Err(error) if lockfile::is_missing(&error) => return Ok(Vec::new()),
-        Err(error) => return Err(error),
-    };
     let mut records = Vec::new();
-    for entry in entries {
-        let entry_path = entry?.path();
-        match probe::holder(&entry_path, OnFree::Keep)? {
-            probe::Holder::Held(Some(record)) => records.push(record),
-            probe::Holder::Free => {
-                let _ = fs::remove_file(&entry_path);
-            }
-            // Being written, or not ours: skip it this time.
-            probe::Holder::Held(None) | probe::Holder::Unsettled => {}
+    for number in 0..MAX_READERS {
+        let slot = numbered(path, READER_SUFFIX, number);
+        if !slot.exists() {
+            break;
+        }
+        // Free: a reader gone (its record stays until the last one out
+        // removes the slot). Being written or not ours: skipped.
+        if let probe::Holder::Held(Some(record)) = probe::holder(&slot, OnFree::Keep)? {
+            records.push(record);
         }
     }
     records.sort_by_key(|record| record.token);
