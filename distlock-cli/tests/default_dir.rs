@@ -11,7 +11,6 @@
 
 mod common;
 
-use std::ffi::CStr;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -218,7 +217,7 @@ fn nobody() -> (u32, u32) {
     // SAFETY: getpwnam gets a NUL-terminated name; the record it returns
     // is read at once, before any other call could reuse it.
     unsafe {
-        let record = libc::getpwnam(CStr::from_bytes_with_nul(b"nobody\0").unwrap().as_ptr());
+        let record = libc::getpwnam(c"nobody".as_ptr());
         assert!(!record.is_null(), "no user nobody on this host");
         ((*record).pw_uid, (*record).pw_gid)
     }

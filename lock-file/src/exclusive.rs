@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::counter;
 use crate::create::{open_creating, Disk};
-use crate::lockfile::{flock, read_token, remove_reader_slots, LockedFile};
+use crate::lockfile::{between_open_and_flock, flock, read_token, remove_reader_slots, LockedFile};
 
 /// How often an attempt opens the lock file afresh when the one it locked
 /// was removed (by a release) between its `open` and its `flock`, before
@@ -78,6 +78,7 @@ pub(crate) fn lock_and_stamp(
 ) -> io::Result<Attempted> {
     for _ in 0..MAX_REOPENS {
         let file = open_creating(path, disk.sharing)?;
+        between_open_and_flock();
         if !flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
             return Ok(Attempted::Busy);
         }

@@ -164,6 +164,28 @@ pub(crate) fn stands(file: &File, path: &Path) -> io::Result<bool> {
     }
 }
 
+/// Runs what a unit test set to happen between an acquirer's `open` of a
+/// lock file and its `flock` (another holder's release, say), once: the
+/// interleaving that the standing check after `flock` exists for.
+#[cfg(test)]
+pub(crate) fn between_open_and_flock() {
+    let hook = BETWEEN_OPEN_AND_FLOCK.with(|hook| hook.borrow_mut().take());
+    if let Some(hook) = hook {
+        hook();
+    }
+}
+
+#[cfg(not(test))]
+#[inline(always)]
+pub(crate) fn between_open_and_flock() {}
+
+#[cfg(test)]
+thread_local! {
+    /// See [`between_open_and_flock`].
+    pub(crate) static BETWEEN_OPEN_AND_FLOCK: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        std::cell::RefCell::new(None);
+}
+
 /// `flock(2)`; `Ok(false)` when a non-blocking request would block.
 pub(crate) fn flock(file: &File, operation: libc::c_int) -> io::Result<bool> {
     loop {

@@ -35,7 +35,9 @@ use std::path::{Path, PathBuf};
 use crate::counter::Counter;
 use crate::create::{open_creating, Disk};
 use crate::exclusive::MAX_REOPENS;
-use crate::lockfile::{flock, open_existing, read_token, remove_reader_slots, LockedFile};
+use crate::lockfile::{
+    between_open_and_flock, flock, open_existing, read_token, remove_reader_slots, LockedFile,
+};
 use crate::names::{numbered, sibling, GATE_SUFFIX, READER_SUFFIX};
 use crate::probe::{self, OnFree};
 use crate::record::Record;
@@ -114,6 +116,7 @@ pub(crate) fn read_lock_and_stamp(
             return Ok(ReadAttempt::Busy);
         }
         let file = open_creating(path, disk.sharing)?;
+        between_open_and_flock();
         if !flock(&file, libc::LOCK_SH | libc::LOCK_NB)? {
             return Ok(ReadAttempt::Busy);
         }
@@ -157,7 +160,13 @@ fn writer_waits(path: &Path) -> io::Result<bool> {
 /// Takes the lowest reader slot of `path` whose `LOCK_EX|LOCK_NB` we get
 /// (creating the next one when all are taken) and writes our record in
 /// it.
-fn take_slot(path: &Path, token: u64, owner: &str, value: &str, disk: Disk) -> io::Result<LockedFile> {
+fn take_slot(
+    path: &Path,
+    token: u64,
+    owner: &str,
+    value: &str,
+    disk: Disk,
+) -> io::Result<LockedFile> {
     for number in 0..MAX_READERS {
         let slot = numbered(path, READER_SUFFIX, number);
         let file = open_creating(&slot, disk.sharing)?;
@@ -221,4 +230,51 @@ pub(crate) fn readers(path: &Path) -> io::Result<Vec<Record>> {
     }
     records.sort_by_key(|record| record.token);
     Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::create::Sharing;
+    use crate::exclusive::{lock_and_stamp, Attempted, Exclusive};
+    use crate::lockfile::BETWEEN_OPEN_AND_FLOCK;
+
+    const DISK: Disk = Disk {
+        sharing: Sharing::Private,
+        fsync: false,
+    };
+
+    fn hold(path: &Path) -> Exclusive {
+        match lock_and_stamp(path, "writer", "", DISK).unwrap() {
+            Attempted::Locked(held, _) => held,
+            Attempted::Busy => panic!("free file reported busy"),
+        }
+    }
+
+    /// Between the reader's `open` and its `flock`, the writer holding the
+    /// file releases it (removing it) and another writer takes the name
+    /// with a new file: the reader's `flock` on the removed file succeeds,
+    /// and only the standing check keeps it from reading beside the new
+    /// writer.
+    #[test]
+    fn a_reader_that_locked_a_removed_file_starts_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.lock");
+        let first = hold(&path);
+        let second = std::rc::Rc::new(std::cell::RefCell::new(None));
+        let hook = {
+            let (path, second) = (path.clone(), second.clone());
+            move || {
+                drop(first);
+                *second.borrow_mut() = Some(hold(&path));
+            }
+        };
+        BETWEEN_OPEN_AND_FLOCK.with(|h| *h.borrow_mut() = Some(Box::new(hook)));
+        let attempt = read_lock_and_stamp(&path, "reader", "", DISK).unwrap();
+        assert!(second.borrow().is_some(), "the hook did not run");
+        assert!(
+            matches!(attempt, ReadAttempt::Busy),
+            "a reader beside the writer: {attempt:?}"
+        );
+    }
 }

@@ -153,3 +153,29 @@ fn a_probe_removes_a_free_file_and_keeps_its_token() {
     assert!(!path.exists());
     assert_eq!(lock_free(&path, "new/1/u", "").1, 501);
 }
+
+/// Between the attempt's `open` and its `flock`, the holder releases
+/// (removing the file) and another takes the name with a new file: the
+/// attempt's `flock` on the removed file succeeds, and only the standing
+/// check sends it to the new file, which is held.
+#[test]
+fn a_writer_that_locked_a_removed_file_starts_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.lock");
+    let (first, _) = lock_free(&path, "writer", "");
+    let second = std::rc::Rc::new(std::cell::RefCell::new(None));
+    let hook = {
+        let (path, second) = (path.clone(), second.clone());
+        move || {
+            drop(first);
+            *second.borrow_mut() = Some(lock_free(&path, "writer", ""));
+        }
+    };
+    crate::lockfile::BETWEEN_OPEN_AND_FLOCK.with(|h| *h.borrow_mut() = Some(Box::new(hook)));
+    let attempt = lock_and_stamp(&path, "late", "", DISK).unwrap();
+    assert!(second.borrow().is_some(), "the hook did not run");
+    assert!(
+        matches!(attempt, Attempted::Busy),
+        "two writers at once: {attempt:?}"
+    );
+}
