@@ -137,8 +137,12 @@ impl Setup {
             || ready.exists() || child.try_wait().unwrap().is_some(),
             "the holder's command to start",
         );
+        let holder = Holder {
+            child: Some(child),
+            stop,
+        };
         assert!(ready.exists(), "{user:?} could not hold {key} {flags:?}");
-        Holder { child, stop }
+        holder
     }
 
     /// Asserts that `distlock run KEY --wait 0 FLAGS -- true`, as `user`
@@ -190,21 +194,33 @@ impl Setup {
 }
 
 /// A running `distlock run` whose command waits for its stop file.
+/// Dropped without [`stop`](Self::stop) (a failed test), it stops
+/// distlock with SIGTERM, which releases the lock.
 struct Holder {
-    child: Child,
+    child: Option<Child>,
     stop: PathBuf,
 }
 
 impl Holder {
     /// Lets the command end and waits for distlock to exit 0.
     fn stop(mut self) {
+        let mut child = self.child.take().expect("running");
         fs::write(&self.stop, "").unwrap();
-        let status = wait(&mut self.child);
+        let status = wait(&mut child);
         let mut message = String::new();
-        if let Some(mut err) = self.child.stderr.take() {
+        if let Some(mut err) = child.stderr.take() {
             std::io::Read::read_to_string(&mut err, &mut message).unwrap();
         }
         assert!(status.success(), "the holder failed: {message}");
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            common::signal(child.id(), libc::SIGTERM);
+            let _ = child.wait();
+        }
     }
 }
 

@@ -71,7 +71,12 @@ impl Counter {
     /// restart the tokens of every name it counts).
     pub(crate) fn lock(path: &Path, disk: Disk) -> io::Result<Self> {
         let bucket = bucket_path(path);
-        let file = open_creating(&bucket, disk.sharing)?;
+        let file = open_creating(&bucket, disk.sharing).map_err(|error| {
+            io::Error::new(
+                error.kind(),
+                format!("token counter `{}`: {error}", bucket.display()),
+            )
+        })?;
         flock(&file, libc::LOCK_EX)?;
         let (value, fresh) = read(&file).map_err(|e| damaged(&bucket, e))?;
         Ok(Self {

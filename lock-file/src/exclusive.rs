@@ -1,5 +1,5 @@
 //! Exclusive holds: `LOCK_EX` on a name's lock file, stamped with a token
-//! from the name's [counter](crate::counter); freeing the name removes the
+//! from the name's [token counter](crate::counter); freeing the name removes the
 //! file while it is still locked (see [`crate::lockfile`] for why that is
 //! safe).
 

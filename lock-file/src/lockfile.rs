@@ -1,5 +1,5 @@
 //! The system calls on one lock file: `flock(2)`, reading and writing its
-//! [record](crate::record), the check that the file still stands at its
+//! [`record`], the check that the file still stands at its
 //! path, and removing it while locked.
 //!
 //! Everything here is synchronous and short: non-blocking `flock`, and
@@ -26,6 +26,20 @@
 //!   new file, and the two of them contend on it;
 //! * so any two holders at the same moment hold the lock of the same
 //!   inode, which `flock` makes impossible for `LOCK_EX`.
+//!
+//! The readers that do not lock:
+//!
+//! * a holder's loss check ([`LockedFile::still_stands`], every check
+//!   interval) sees its file stand until its own release; only a removal
+//!   by someone else (an operator, a purge) makes it report the lock lost;
+//! * `inspect` and watches open the path without creating it: before the
+//!   unlink they probe the old file (held: its holder's record; free: the
+//!   probe removes it itself, as below), after it they find nothing (free)
+//!   or the next holder's new file. A probe whose lock fails on a file
+//!   that no longer stands (its holder is removing it) looks again;
+//! * a watch's inotify watch is on the namespace directory, not on the
+//!   file, so it sees the removal (a directory event) and every later
+//!   file at the path.
 //!
 //! Shared holders (read locks, waiting writers' marks on a gate, probes)
 //! cannot know whether they are the last. Each leaves through

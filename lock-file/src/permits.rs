@@ -8,7 +8,7 @@
 //! against its own while any permit is held, takes the first free slot
 //! below its limit with `LOCK_EX|LOCK_NB` (creating the slots up to the
 //! limit, lowest first), stamps it with the next token from the name's
-//! [counter](crate::counter) and writes the limit back. A dead holder's
+//! [token counter](crate::counter) and writes the limit back. A dead holder's
 //! slot is free as soon as its process ends.
 //!
 //! A release locks `K.semaphore` too, then probes the other slots: if none
