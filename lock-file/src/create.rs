@@ -12,7 +12,9 @@
 //!
 //! * a file is created under a temporary name, given its mode with
 //!   `fchmod`, then linked to its name (`link` fails if the name exists:
-//!   no file is ever replaced) and the temporary name removed;
+//!   no file is ever replaced) and the temporary name removed (on a file
+//!   system without hard links, it is created in place and given its mode
+//!   a moment later);
 //! * a directory is created under a temporary name, given its mode with
 //!   `chmod`, then renamed to its name without replacing anything
 //!   (`renameat2(RENAME_NOREPLACE)` on Linux; elsewhere `rename`, which
@@ -154,6 +156,31 @@ fn create_file_shared(path: &Path, mode: u32) -> io::Result<Option<File>> {
     let _ = fs::remove_file(&temporary);
     match linked {
         Ok(()) => Ok(Some(file)),
+        Err(error) if error.kind() == io::ErrorKind::AlreadyExists => Ok(None),
+        // A file system without hard links: create it in place, its mode
+        // set a moment later.
+        Err(error) if matches!(error.raw_os_error(), Some(libc::EPERM | libc::EOPNOTSUPP)) => {
+            create_in_place(path, mode)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// Creates the file `path` with `O_EXCL`, then gives it `mode`; `Ok(None)`
+/// if it exists.
+fn create_in_place(path: &Path, mode: u32) -> io::Result<Option<File>> {
+    match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(file) => {
+            file.set_permissions(fs::Permissions::from_mode(mode))?;
+            Ok(Some(file))
+        }
         Err(error) if error.kind() == io::ErrorKind::AlreadyExists => Ok(None),
         Err(error) => Err(error),
     }
