@@ -1,8 +1,10 @@
 //! Which store to talk to: `--url`, else `DISTLOCK_URL`, else local file
-//! locks; and keeping the URL's password out of everything printed.
+//! locks in the default directory; and keeping the URL's password out of
+//! everything printed.
 
 use std::path::Path;
 
+use distlock::file::DefaultDir;
 use distlock::{LockError, Locker};
 use lock_core::url::{redact, Redacted};
 
@@ -13,25 +15,40 @@ use crate::exit::Failure;
 pub(crate) struct StoreUrl {
     text: String,
     redacted: Redacted,
+    /// Set when the URL is the default directory's.
+    default_dir: Option<DefaultDir>,
 }
 
 impl StoreUrl {
     /// `--url` if given, else `$DISTLOCK_URL` if set and not blank, else
-    /// `file://` locks in [`file::default_dir`](distlock::file::default_dir).
+    /// `file://` locks in the directory
+    /// [`file::default_dir`](distlock::file::default_dir) resolves
+    /// (created if missing): `/var/lib/distlock`, or its stated fallback.
+    /// Fails (usage, naming both directories) when neither can be used.
     pub(crate) fn resolve(flag: Option<String>) -> Result<Self, Failure> {
         let env = std::env::var(distlock::URL_ENV).ok();
-        Self::resolve_from(flag, env, || file_url(&distlock::file::default_dir()))
+        Self::resolve_from(flag, env, || {
+            distlock::file::default_dir().map_err(Failure::from)
+        })
     }
 
     fn resolve_from(
         flag: Option<String>,
         env: Option<String>,
-        default: impl FnOnce() -> Result<String, Failure>,
+        default: impl FnOnce() -> Result<DefaultDir, Failure>,
     ) -> Result<Self, Failure> {
         let chosen = match (flag, env) {
             (Some(flag), _) => flag,
             (None, Some(env)) if !env.trim().is_empty() => env.trim().to_owned(),
-            (None, _) => default()?,
+            (None, _) => {
+                let dir = default()?;
+                if let Some(reason) = &dir.fallback_reason {
+                    tracing::info!(dir = %dir.path.display(), %reason, "distlock: locks in the fallback directory");
+                }
+                let mut url = Self::new(file_url(&dir.path)?);
+                url.default_dir = Some(dir);
+                return Ok(url);
+            }
         };
         Ok(Self::new(chosen))
     }
@@ -42,7 +59,22 @@ impl StoreUrl {
         Self {
             redacted: redact(&text),
             text,
+            default_dir: None,
         }
+    }
+
+    /// The default directory and how it was chosen, when this URL is the
+    /// default (no `--url`, no `DISTLOCK_URL`): its
+    /// [`fallback_reason`](DefaultDir::fallback_reason) says why the locks
+    /// are not in `/var/lib/distlock` (fallback directories are emptied at
+    /// boot on many systems, and fencing tokens then start again), for
+    /// `status`, `--verbose` and `--help` to show.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "for status, --verbose and --help to print")
+    )]
+    pub(crate) fn default_dir(&self) -> Option<&DefaultDir> {
+        self.default_dir.as_ref()
     }
 
     /// The URL as given, password included: only for connecting.
@@ -94,8 +126,15 @@ fn file_url(dir: &Path) -> Result<String, Failure> {
 mod tests {
     use super::*;
 
-    fn default_url() -> Result<String, Failure> {
-        Ok("file:///default".to_owned())
+    fn default_dir(fallback_reason: Option<&str>) -> DefaultDir {
+        DefaultDir {
+            path: "/default".into(),
+            fallback_reason: fallback_reason.map(str::to_owned),
+        }
+    }
+
+    fn default_url() -> Result<DefaultDir, Failure> {
+        Ok(default_dir(None))
     }
 
     #[test]
@@ -116,10 +155,42 @@ mod tests {
     }
 
     #[test]
+    fn only_the_default_url_carries_the_default_directory_and_its_fallback() {
+        let given = StoreUrl::resolve_from(Some("mem://a".into()), None, default_url).unwrap();
+        assert!(given.default_dir().is_none());
+        let from_env = StoreUrl::resolve_from(None, Some("mem://b".into()), default_url).unwrap();
+        assert!(from_env.default_dir().is_none());
+        let fallback = || Ok(default_dir(Some("/var/lib/distlock cannot be created")));
+        let url = StoreUrl::resolve_from(None, None, fallback).unwrap();
+        let dir = url.default_dir().expect("the default directory");
+        assert_eq!(url.as_str(), "file:///default");
+        assert_eq!(
+            dir.fallback_reason.as_deref(),
+            Some("/var/lib/distlock cannot be created")
+        );
+    }
+
+    #[test]
+    fn no_usable_default_directory_is_a_usage_failure() {
+        let refused = || {
+            Err(Failure::from(LockError::invalid_config(
+                "no default lock directory",
+            )))
+        };
+        let failure = StoreUrl::resolve_from(None, None, refused).err().unwrap();
+        assert_eq!(failure.code, crate::exit::USAGE);
+        assert!(
+            failure.message.contains("no default lock directory"),
+            "{}",
+            failure.message
+        );
+    }
+
+    #[test]
     fn default_directory_becomes_a_file_url() {
         assert_eq!(
-            file_url(Path::new("/run/user/1000/distlock")).unwrap(),
-            "file:///run/user/1000/distlock"
+            file_url(Path::new("/var/lib/distlock")).unwrap(),
+            "file:///var/lib/distlock"
         );
         assert_eq!(
             file_url(Path::new("/tmp/a b")).unwrap(),

@@ -280,21 +280,6 @@ fn signal_while_waiting_for_the_lock_gives_up_cleanly() {
     wait(&mut holder);
 }
 
-#[test]
-fn without_url_locks_live_in_the_runtime_dir() {
-    let runtime = tempfile::tempdir().unwrap();
-    let mut command = common::distlock();
-    command
-        .env("XDG_RUNTIME_DIR", runtime.path())
-        .args(["run", "k", "--", "true"]);
-    let out = output(command);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        runtime.path().join("distlock").is_dir(),
-        "no lock directory under XDG_RUNTIME_DIR"
-    );
-}
-
 #[cfg(target_os = "linux")]
 #[test]
 fn cmd_does_not_outlive_a_sigkilled_distlock() {

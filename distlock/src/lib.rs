@@ -28,7 +28,9 @@ pub use lock_core::telemetry;
 /// without a URL, and the embedded default directory.
 #[cfg(feature = "file")]
 pub mod file {
-    pub use lock_file::{default_dir, FileConfig, FileStore};
+    pub use lock_file::{
+        default_dir, fallback_dir, DefaultDir, FileConfig, FileStore, PERSISTENT_DIR,
+    };
 }
 
 /// Redis, Redis Cluster, Redis Sentinel and Redlock (`redis://`,

@@ -1,10 +1,8 @@
 //! [`FileBackend`]: the [`Backend`] implementation over `flock(2)`.
 
-use std::ffi::CString;
 use std::fs::{self, DirBuilder};
 use std::io;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -16,14 +14,17 @@ use lock_core::backend::{
     acquire_with_retries, holder_stream, AcquireRequest, Acquired, Attempt, Backend, Backoff,
     Capabilities, HolderStream, Primitive, Renewal, TryAcquire, WakeRegistry, WakeSubscription,
 };
-use lock_core::{FencingToken, HoldKind, LockError, LockInfo, LockName};
+use lock_core::{FencingToken, HoldKind, LockError, LockInfo, LockName, Namespace};
 
 use crate::attempt::{attempt, Taken};
 use crate::config::{FileConfig, FILE_SCHEME};
+use crate::create::{Disk, Sharing};
+use crate::default_dir::writable;
 use crate::held::FileHeld;
-use crate::lockfile::{self, Holder};
 use crate::names;
 use crate::permits;
+use crate::probe::{self, Holder, OnFree};
+use crate::purge;
 use crate::record::Record;
 use crate::shared::{self, WriterWaiting};
 use crate::watch::FileWatch;
@@ -55,14 +56,20 @@ pub struct FileBackend {
     /// `config.dir`, canonicalized: one spelling per directory, so that
     /// wake-ups reach every backend of the process on that directory.
     root: PathBuf,
+    /// The modes of what we create (from the directory's mode) and
+    /// `config.fsync`.
+    disk: Disk,
 }
 
 impl FileBackend {
     /// Opens the lock directory `config.dir`, creating it (and missing
     /// parents) with mode `0o700` if it does not exist; an existing
-    /// directory keeps its mode. Fails with [`LockError::InvalidConfig`]
-    /// naming the path and the problem when it is not a directory, cannot
-    /// be created, or is not writable.
+    /// directory keeps its mode. Where others may write to the directory
+    /// (`o+w`, or `g+w`), everything created in it is made usable by them
+    /// too (see the crate docs, *Sharing a directory between users*).
+    /// Fails with [`LockError::InvalidConfig`] naming the path and the
+    /// problem when it is not a directory, cannot be created, or is not
+    /// writable.
     pub fn open(config: FileConfig) -> Result<Self, LockError> {
         let dir = &config.dir;
         let problem = |what: &str, error: &dyn std::fmt::Display| {
@@ -88,7 +95,19 @@ impl FileBackend {
         }
         writable(dir).map_err(|e| problem("is not writable", &e))?;
         let root = fs::canonicalize(dir).map_err(|e| problem("cannot be resolved", &e))?;
-        Ok(Self { config, root })
+        let mode = fs::metadata(&root)
+            .map_err(|e| problem("cannot be used", &e))?
+            .mode();
+        let disk = Disk {
+            sharing: Sharing::of_directory_mode(mode),
+            fsync: config.fsync,
+        };
+        Ok(Self { config, root, disk })
+    }
+
+    /// How this backend writes: modes of what it creates, and fsync.
+    pub(crate) fn disk(&self) -> Disk {
+        self.disk
     }
 
     /// The settings this backend was opened with.
@@ -112,7 +131,7 @@ impl FileBackend {
     pub(crate) async fn current_holder(&self, path: &Path) -> Result<Option<LockInfo>, LockError> {
         let give_up_at = Instant::now() + UNSETTLED_PATIENCE;
         loop {
-            let holder = lockfile::holder(path)
+            let holder = probe::holder(path, OnFree::Remove(self.disk))
                 .map_err(|e| self.io_error("cannot inspect lock file", path, e))?;
             match holder {
                 Holder::Free => {
@@ -145,19 +164,6 @@ impl FileBackend {
                 }
             }
         }
-    }
-}
-
-/// Checks write and search permission on `dir` (the file system may still
-/// be read-only; `access` reports that too).
-fn writable(dir: &Path) -> io::Result<()> {
-    let c_path = CString::new(dir.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
-    // SAFETY: `c_path` is a valid NUL-terminated string for the call's duration.
-    if unsafe { libc::access(c_path.as_ptr(), libc::W_OK | libc::X_OK) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
     }
 }
 
@@ -199,7 +205,7 @@ impl Backend for FileBackend {
         }
         let path = self.lock_path(&request.name);
         let _waiting = loop {
-            match WriterWaiting::try_mark(&path) {
+            match WriterWaiting::try_mark(&path, self.disk) {
                 Ok(Some(mark)) => break mark,
                 // A reader is stamping its token, for microseconds.
                 Ok(None) => tokio::time::sleep(POLL_INITIAL).await,
@@ -225,9 +231,9 @@ impl Backend for FileBackend {
     ) -> Result<Vec<LockInfo>, LockError> {
         let path = self.lock_path(name);
         let listed = match primitive {
-            Primitive::Semaphore => permits::holders(&permits::permits_dir(&path))
+            Primitive::Semaphore => permits::holders(&path)
                 .map(|(records, limit)| (records, HoldKind::Permit { limit })),
-            Primitive::Lock => match shared::held_exclusively(&path) {
+            Primitive::Lock => match probe::held_exclusively(&path, self.disk) {
                 Ok(true) => {
                     return Ok(self.current_holder(&path).await?.into_iter().collect());
                 }
@@ -253,6 +259,18 @@ impl Backend for FileBackend {
     fn watch(&self, name: &LockName) -> HolderStream {
         holder_stream(FileWatch::new(self.clone(), self.lock_path(name)))
     }
+
+    /// Renames the namespace's directory out of the way, then removes it
+    /// (see the crate docs, *Purging a namespace*). Holders in it report
+    /// their locks lost (`TakenAway`) at their next check.
+    async fn purge_namespace(&self, namespace: &Namespace) -> Result<(), LockError> {
+        let (root, name) = (self.root.clone(), namespace.as_str().to_owned());
+        let dir = self.root.join(namespace.as_str());
+        tokio::task::spawn_blocking(move || purge::purge(&root, &name))
+            .await
+            .map_err(|e| LockError::backend("the purge task failed", e))?
+            .map_err(|e| self.io_error("cannot remove namespace directory", &dir, e))
+    }
 }
 
 #[async_trait]
@@ -261,8 +279,9 @@ impl TryAcquire for FileBackend {
         Ok(wakes().subscribe(&wake_key(&self.lock_path(name))))
     }
 
-    /// One attempt: for a lock, `open` +
-    /// `flock(LOCK_EX|LOCK_NB)` + token read/write. Without `fsync` it runs
+    /// One attempt: for a lock, `open` + `flock(LOCK_EX|LOCK_NB)` + the
+    /// standing check + a token drawn from the name's counter + the record
+    /// written. Without `fsync` it runs
     /// inline with no await point, so it is never interrupted half-way;
     /// with `fsync` it runs on the blocking pool, and if the caller goes
     /// away the result (the locked files) is dropped, which unlocks them.
@@ -277,16 +296,23 @@ impl TryAcquire for FileBackend {
             // busy) must not take the lock, not even for an instant.
             let caller = CallerAlive::new();
             let alive = caller.flag();
+            let disk = self.disk;
             tokio::task::spawn_blocking(move || {
                 if !alive.load(Ordering::SeqCst) {
                     return Ok(Taken::Busy);
                 }
-                attempt(&path, kind, owner.as_str(), &value, true)
+                attempt(&path, kind, owner.as_str(), &value, disk)
             })
             .await
             .map_err(|e| LockError::backend("the lock attempt task failed", e))?
         } else {
-            attempt(&path, kind, request.owner.as_str(), &request.value, false)
+            attempt(
+                &path,
+                kind,
+                request.owner.as_str(),
+                &request.value,
+                self.disk,
+            )
         };
         match attempted.map_err(|e| self.io_error("cannot lock", &path, e))? {
             Taken::Busy => {
@@ -301,21 +327,23 @@ impl TryAcquire for FileBackend {
                     _ => 0,
                 },
             }),
-            Taken::Held(hold) => {
-                tracing::debug!(path = %hold.path.display(), token = hold.token, "distlock: locked");
+            Taken::Held(hold, token) => {
+                let held_path = hold
+                    .locked()
+                    .map_or_else(|| path.clone(), |l| l.path().to_owned());
+                tracing::debug!(path = %held_path.display(), token, "distlock: locked");
                 Ok(Attempt::Acquired(Acquired {
-                    token: FencingToken::new(hold.token),
+                    token: FencingToken::new(token),
                     requested_at,
                     renewal: Renewal::Check {
                         interval: self.config.check_interval_for(request.ttl),
                     },
                     held: Box::new(FileHeld {
-                        path: hold.path,
+                        path: held_path,
                         key: request.name.key().to_string(),
                         owner: request.owner.clone(),
-                        token: hold.token,
-                        file: Mutex::new(Some(hold.file)),
-                        reader: Mutex::new(hold.reader),
+                        token,
+                        hold: Mutex::new(Some(hold)),
                         wake: wake_key(&path),
                     }),
                 }))

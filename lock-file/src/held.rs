@@ -1,5 +1,5 @@
-//! [`FileHeld`]: one lock file we hold, renewed by checking and released
-//! by unlocking.
+//! [`FileHeld`]: one hold on a name's files, renewed by checking and
+//! released by letting go (which removes the files once the name is free).
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -9,14 +9,13 @@ use async_trait::async_trait;
 use lock_core::backend::HeldLock;
 use lock_core::{LockError, LossReason, OwnerId};
 
+use crate::attempt::Hold;
 use crate::backend::wakes;
-use crate::lockfile::LockedFile;
-use crate::shared::ReaderFile;
 
-/// A held lock: the locked file, until released or dropped.
+/// A held lock, read lock or permit, until released or dropped.
 #[derive(Debug)]
 pub(crate) struct FileHeld {
-    /// The lock file's path.
+    /// The locked file's path: the lock file, or a permit's slot.
     pub(crate) path: PathBuf,
     /// The key as shown in errors.
     pub(crate) key: String,
@@ -24,41 +23,51 @@ pub(crate) struct FileHeld {
     pub(crate) owner: OwnerId,
     pub(crate) token: u64,
     /// `None` once released.
-    pub(crate) file: Mutex<Option<LockedFile>>,
-    /// A reader's own file (read locks only); removed on release.
-    pub(crate) reader: Mutex<Option<ReaderFile>>,
+    pub(crate) hold: Mutex<Option<Hold>>,
     /// The wake-up key of the waiters this hold's release lets in.
     pub(crate) wake: String,
 }
 
 impl FileHeld {
-    fn file(&self) -> MutexGuard<'_, Option<LockedFile>> {
-        self.file.lock().unwrap_or_else(|p| p.into_inner())
+    fn hold(&self) -> MutexGuard<'_, Option<Hold>> {
+        self.hold.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn lost(&self, reason: LossReason) -> LockError {
         LockError::lost(self.key.clone(), reason)
     }
 
-    /// Unlocks and closes the file, then wakes this process's waiters.
-    /// Before unlocking, reports whether the file still stood.
+    fn io_error(&self, what: &str, error: std::io::Error) -> LockError {
+        LockError::backend(format!("{what} `{}`: {error}", self.path.display()), error)
+    }
+
+    /// Lets go of the hold (removing the name's files if that frees the
+    /// name), then wakes this process's waiters. Reports whether the hold
+    /// still stood.
     fn unlock(&self) -> Option<std::io::Result<bool>> {
-        let locked = self.file().take()?;
-        let stood = locked.still_stands(&self.path);
-        drop(self.reader().take());
-        drop(locked);
+        let hold = self.hold().take()?;
+        let stood = hold.release();
         wakes().wake(&self.wake);
         Some(stood)
     }
 
-    fn reader(&self) -> MutexGuard<'_, Option<ReaderFile>> {
-        self.reader.lock().unwrap_or_else(|p| p.into_inner())
+    /// Whether our file still stands: `Lost(TakenAway)` if it was removed
+    /// or replaced, `Lost(RenewalRefused)` once released.
+    fn check(&self, hold: Option<&Hold>) -> Result<(), LockError> {
+        let Some(locked) = hold.and_then(Hold::locked) else {
+            return Err(self.lost(LossReason::RenewalRefused));
+        };
+        match locked.still_stands() {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(self.lost(LossReason::TakenAway)),
+            Err(error) => Err(self.io_error("cannot check lock file", error)),
+        }
     }
 }
 
 impl Drop for FileHeld {
-    /// Releases synchronously (unlock + close), so a guard dropped outside
-    /// any runtime still frees its lock at once.
+    /// Releases synchronously, so a guard dropped outside any runtime
+    /// still frees its lock at once.
     fn drop(&mut self) {
         self.unlock();
     }
@@ -66,34 +75,24 @@ impl Drop for FileHeld {
 
 #[async_trait]
 impl HeldLock for FileHeld {
-    /// Checks that the lock file still stands: the path still names the
-    /// inode we locked. Removed or replaced → `Lost(TakenAway)`.
+    /// Checks that our file still stands: the path still names the inode
+    /// we locked. Removed or replaced → `Lost(TakenAway)`.
     async fn renew(&self, _ttl: Duration) -> Result<(), LockError> {
-        let file = self.file();
-        let Some(locked) = file.as_ref() else {
-            return Err(self.lost(LossReason::RenewalRefused));
-        };
-        match locked.still_stands(&self.path) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(self.lost(LossReason::TakenAway)),
-            Err(error) => Err(LockError::backend(
-                format!("cannot check lock file `{}`: {error}", self.path.display()),
-                error,
-            )),
-        }
+        self.check(self.hold().as_ref())
     }
 
-    /// Unlocks and closes. Reports `Lost(TakenAway)` if the file had been
-    /// removed or replaced meanwhile (our descriptor is unlocked anyway; the
-    /// new file, possibly someone else's lock, is not touched).
+    /// Lets go. Reports `Lost(TakenAway)` if the file had been removed or
+    /// replaced meanwhile (our descriptor is unlocked anyway; the new
+    /// file, possibly someone else's lock, is not touched).
     async fn release(&self) -> Result<(), LockError> {
         match self.unlock() {
             None => Err(self.lost(LossReason::RenewalRefused)),
             Some(Ok(true)) => Ok(()),
             Some(Ok(false)) => Err(self.lost(LossReason::TakenAway)),
             Some(Err(error)) => {
-                // The lock is released either way; only the check failed.
-                tracing::warn!(path = %self.path.display(), %error, "distlock: released, but could not check the lock file still stood");
+                // The lock is released either way; only the check or the
+                // tidying failed.
+                tracing::warn!(path = %self.path.display(), %error, "distlock: released, but could not check or remove the lock's files");
                 Ok(())
             }
         }
@@ -104,24 +103,12 @@ impl HeldLock for FileHeld {
     /// by the file system. The file removed or replaced → `Lost(TakenAway)`,
     /// nothing written.
     async fn set_value(&self, value: &str) -> Result<(), LockError> {
-        let mut file = self.file();
-        let Some(locked) = file.as_mut() else {
+        let mut hold = self.hold();
+        self.check(hold.as_ref())?;
+        let Some(hold) = hold.as_mut() else {
             return Err(self.lost(LossReason::RenewalRefused));
         };
-        let io_error = |what: &str, error: std::io::Error| {
-            LockError::backend(format!("{what} `{}`: {error}", self.path.display()), error)
-        };
-        match locked.still_stands(&self.path) {
-            Ok(true) => {}
-            Ok(false) => return Err(self.lost(LossReason::TakenAway)),
-            Err(error) => return Err(io_error("cannot check lock file", error)),
-        }
-        // A reader's value lives in its own file: the lock file's record
-        // is the last stamper's, which another reader may have been.
-        let written = match self.reader().as_mut() {
-            Some(reader) => reader.set_value(self.token, self.owner.as_str(), value),
-            None => locked.write_record(self.token, self.owner.as_str(), value),
-        };
-        written.map_err(|error| io_error("cannot write the value to lock file", error))
+        hold.set_value(self.token, self.owner.as_str(), value)
+            .map_err(|error| self.io_error("cannot write the value to lock file", error))
     }
 }

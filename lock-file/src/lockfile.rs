@@ -1,53 +1,101 @@
-//! The system calls on one lock file: open, `flock(2)`, reading and
-//! writing its [record](crate::record), and the check that the file still
-//! stands at its path.
+//! The system calls on one lock file: `flock(2)`, reading and writing its
+//! [`record`], the check that the file still stands at its
+//! path, and removing it while locked.
 //!
-//! Everything here is synchronous and short: local `open`, non-blocking
-//! `flock`, and reads/writes of a record (a few dozen bytes, up to ~4 KiB
-//! with the longest value; plus `fdatasync` when asked for).
+//! Everything here is synchronous and short: non-blocking `flock`, and
+//! reads/writes of a record (a few dozen bytes, up to ~4 KiB with the
+//! longest value).
+//!
+//! # Removing files of free names
+//!
+//! A lock file is removed by whoever frees its name, *while holding* its
+//! `LOCK_EX`: unlink, then unlock. Every acquirer, once its `flock`
+//! succeeds, checks that the path still names the inode it locked
+//! ([`LockedFile::still_stands`]: `fstat` against `lstat`, device and
+//! inode, and a link count above zero) and otherwise opens the path
+//! afresh. So two holders never overlap:
+//!
+//! * a holder `H` verified, after its `flock`, that the path named its
+//!   inode `I`. Only someone holding `I`'s lock unlinks it (a release, or
+//!   a probe that found it free), and `H` holds that lock until its own
+//!   release; so from `H`'s check until `H`'s release the path names `I`
+//!   (the inode number cannot be reused while `H` keeps `I` open);
+//! * an acquirer that opened `I` before the unlink gets its `flock` only
+//!   after the unlock, then finds the path gone or naming another inode,
+//!   and starts again; one that opens the path after the unlink creates a
+//!   new file, and the two of them contend on it;
+//! * so any two holders at the same moment hold the lock of the same
+//!   inode, which `flock` makes impossible for `LOCK_EX`.
+//!
+//! The readers that do not lock:
+//!
+//! * a holder's loss check ([`LockedFile::still_stands`], every check
+//!   interval) sees its file stand until its own release; only a removal
+//!   by someone else (an operator, a purge) makes it report the lock lost;
+//! * `inspect` and watches open the path without creating it: before the
+//!   unlink they probe the old file (held: its holder's record; free: the
+//!   probe removes it itself, as below), after it they find nothing (free)
+//!   or the next holder's new file. A probe whose lock fails on a file
+//!   that no longer stands (its holder is removing it) looks again;
+//! * a watch's inotify watch is on the namespace directory, not on the
+//!   file, so it sees the removal (a directory event) and every later
+//!   file at the path.
+//!
+//! Shared holders (read locks, waiting writers' marks on a gate, probes)
+//! cannot know whether they are the last. Each leaves through
+//! [`LockedFile::leave_shared`]: unlock, then try `LOCK_EX|LOCK_NB`; the
+//! one that gets it holds the file alone and removes it as above. Of
+//! shared holders leaving at the same time, each unlocks before it tries,
+//! so the last one to try finds none of the others' locks: it gets the
+//! lock unless a new holder came in, who will leave the same way later.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use crate::record::{self, Format, Record, Unreadable};
+use crate::names::{numbered, sibling, LEGACY_READERS_SUFFIX, READER_SUFFIX};
+use crate::record;
 
-/// Mode of the lock files the backend creates, before the umask.
-pub const FILE_MODE: u32 = 0o644;
 /// The most of a lock file a reader reads: a record with the longest owner
 /// and value fits well within it.
-const MAX_READ_LEN: usize = 16 * 1024;
+pub(crate) const MAX_READ_LEN: usize = 16 * 1024;
 /// What an acquisition reads at first: enough for any record without a
 /// long value, on the stack.
 const FIRST_READ_LEN: usize = 1024;
-/// How often an acquire reopens a file that was replaced under it.
-const MAX_REOPENS: usize = 5;
-/// How often [`holder`] reads a record again, at once, when it read one
-/// while a write was copying it in.
-const QUICK_REREADS: usize = 8;
 
-/// An open lock file whose exclusive `flock` we hold. Dropping it unlocks
-/// and closes, synchronously.
+/// An open lock file whose `flock` we hold. Dropping it unlocks and
+/// closes, synchronously; removing it is up to the hold that owns it.
 #[derive(Debug)]
 pub(crate) struct LockedFile {
     file: File,
+    /// Where the file was opened.
+    path: PathBuf,
     /// How much of the file our next record must cover: the longest
     /// record written since we locked it, or what the file held then.
     len: usize,
 }
 
 impl LockedFile {
-    /// `file`, whose `flock` the caller holds, with a record covering
-    /// `len` bytes.
-    pub(crate) fn new(file: File, len: usize) -> Self {
-        Self { file, len }
+    /// `file`, opened at `path`, whose `flock` the caller holds, with a
+    /// record covering `len` bytes.
+    pub(crate) fn new(file: File, path: &Path, len: usize) -> Self {
+        Self {
+            file,
+            path: path.to_owned(),
+            len,
+        }
     }
 
     /// The open file.
     pub(crate) fn file(&self) -> &File {
         &self.file
+    }
+
+    /// Where it was opened.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Makes the next record cover at least `len` bytes (what the file
@@ -56,19 +104,11 @@ impl LockedFile {
         self.len = len;
     }
 
-    /// Whether the lock file at `path` is still the one we locked: the
-    /// path names our inode and the inode was not unlinked. A missing path
-    /// (or a missing directory on the way) means it does not.
-    pub(crate) fn still_stands(&self, path: &Path) -> io::Result<bool> {
-        let ours = self.file.metadata()?;
-        if ours.nlink() == 0 {
-            return Ok(false);
-        }
-        match fs::symlink_metadata(path) {
-            Ok(now) => Ok(now.dev() == ours.dev() && now.ino() == ours.ino()),
-            Err(error) if is_missing(&error) => Ok(false),
-            Err(error) => Err(error),
-        }
+    /// Whether the file at our path is still the one we locked: the path
+    /// names our inode and the inode was not unlinked. A missing path (or a
+    /// missing directory on the way) means it does not.
+    pub(crate) fn still_stands(&self) -> io::Result<bool> {
+        stands(&self.file, &self.path)
     }
 
     /// Writes the record of `token`, `owner` and `value`: one positioned
@@ -78,6 +118,38 @@ impl LockedFile {
         let bytes = record::encode(token, owner, value, self.len);
         self.file.write_all_at(&bytes, 0)?;
         self.len = bytes.len();
+        Ok(())
+    }
+
+    /// Holding `LOCK_EX`: if the file still stands, runs `beside` (which
+    /// removes what the name keeps beside the file) and unlinks the file.
+    /// Returns whether it stood; the lock is let go when this is dropped.
+    pub(crate) fn remove_if_standing(
+        &self,
+        beside: impl FnOnce(&Path) -> io::Result<()>,
+    ) -> io::Result<bool> {
+        if !self.still_stands()? {
+            return Ok(false);
+        }
+        beside(&self.path)?;
+        match fs::remove_file(&self.path) {
+            Err(error) if !is_missing(&error) => Err(error),
+            _ => Ok(true),
+        }
+    }
+
+    /// Holding `LOCK_SH`: lets go of it, and if nobody holds the file then
+    /// (`LOCK_EX|LOCK_NB` succeeds) removes it as
+    /// [`remove_if_standing`](Self::remove_if_standing) does. See the
+    /// module docs for why the last of several leaving holders removes it.
+    pub(crate) fn leave_shared(
+        &self,
+        beside: impl FnOnce(&Path) -> io::Result<()>,
+    ) -> io::Result<()> {
+        flock(&self.file, libc::LOCK_UN)?;
+        if flock(&self.file, libc::LOCK_EX | libc::LOCK_NB)? {
+            self.remove_if_standing(beside)?;
+        }
         Ok(())
     }
 }
@@ -91,138 +163,41 @@ impl Drop for LockedFile {
     }
 }
 
-/// What one lock attempt found.
-#[derive(Debug)]
-pub(crate) enum Attempted {
-    /// We hold the lock and stamped it with this token.
-    Locked(LockedFile, u64),
-    /// Someone holds it.
-    Busy,
+/// Whether `path` names the inode `file` has open, and that inode was not
+/// unlinked. A missing path (or a missing directory on the way) means it
+/// does not.
+pub(crate) fn stands(file: &File, path: &Path) -> io::Result<bool> {
+    let ours = file.metadata()?;
+    if ours.nlink() == 0 {
+        return Ok(false);
+    }
+    match fs::symlink_metadata(path) {
+        Ok(now) => Ok(now.dev() == ours.dev() && now.ino() == ours.ino()),
+        Err(error) if is_missing(&error) => Ok(false),
+        Err(error) => Err(error),
+    }
 }
 
-/// One acquisition attempt: open (creating file and namespace directory
-/// if needed), `flock(LOCK_EX|LOCK_NB)`, then read the token, add one and
-/// write it back with `owner` and `value`. Returns with the lock held or
-/// not held, never half-way: on any error the file is unlocked and closed.
-pub(crate) fn lock_and_stamp(
-    path: &Path,
-    owner: &str,
-    value: &str,
-    fsync: bool,
-) -> io::Result<Attempted> {
-    for _ in 0..MAX_REOPENS {
-        let file = open_creating(path)?;
-        if !flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
-            return Ok(Attempted::Busy);
-        }
-        let mut locked = LockedFile { file, len: 0 };
-        // The file may have been removed (by an operator) between our open
-        // and our flock; a lock on an unlinked inode excludes nobody.
-        if !locked.still_stands(path)? {
-            continue;
-        }
-        let (previous, previous_len) = read_token(&locked.file)?;
-        let token = previous.unwrap_or(0).checked_add(1).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                "token counter is at its maximum",
-            )
-        })?;
-        locked.len = previous_len;
-        locked.write_record(token, owner, value)?;
-        if fsync {
-            locked.file.sync_data()?;
-            if previous.is_none() {
-                // A new file: make its directory entry durable too.
-                if let Some(dir) = path.parent() {
-                    File::open(dir)?.sync_all()?;
-                }
-            }
-        }
-        return Ok(Attempted::Locked(locked, token));
+/// Runs what a unit test set to happen between an acquirer's `open` of a
+/// lock file and its `flock` (another holder's release, say), once: the
+/// interleaving that the standing check after `flock` exists for.
+#[cfg(test)]
+pub(crate) fn between_open_and_flock() {
+    let hook = BETWEEN_OPEN_AND_FLOCK.with(|hook| hook.borrow_mut().take());
+    if let Some(hook) = hook {
+        hook();
     }
-    Err(io::Error::other(
-        "the lock file was replaced on every attempt to lock it",
-    ))
 }
 
-/// Who holds a lock file, as far as `flock` and the record tell.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Holder {
-    /// Not locked, or the file does not exist.
-    Free,
-    /// Locked; the record of the last stamped acquisition (`None` if the
-    /// file was never stamped, e.g. locked by a program other than distlock).
-    Held(Option<Record>),
-    /// Locked, but every read of the record raced a write (or the record is
-    /// damaged): ask again in a moment.
-    Unsettled,
-}
+#[cfg(not(test))]
+#[inline(always)]
+pub(crate) fn between_open_and_flock() {}
 
-/// Finds out whether the lock at `path` is held (by a writer or by
-/// readers), and by whom. Takes `LOCK_EX|LOCK_NB` for an instant (an
-/// attempt elsewhere at that instant fails). A record read while a write copied it in is read again;
-/// see [`crate::record`].
-pub(crate) fn holder(path: &Path) -> io::Result<Holder> {
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-    {
-        Ok(file) => file,
-        Err(error) if is_missing(&error) => return Ok(Holder::Free),
-        Err(error) => return Err(error),
-    };
-    if flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
-        flock(&file, libc::LOCK_UN)?;
-        return Ok(Holder::Free);
-    }
-    let mut bytes = read_all(&file)?;
-    for _ in 0..QUICK_REREADS {
-        match record::parse(&bytes) {
-            Ok(None) => return Ok(Holder::Held(None)),
-            Ok(Some((record, Format::Checked))) => return Ok(Holder::Held(Some(record))),
-            Ok(Some((record, Format::Plain))) => {
-                // Nothing guards the older format: accept it once two
-                // reads agree.
-                let again = read_all(&file)?;
-                if again == bytes {
-                    return Ok(Holder::Held(Some(record)));
-                }
-                bytes = again;
-            }
-            Err(Unreadable::Torn) => {
-                std::thread::yield_now();
-                bytes = read_all(&file)?;
-            }
-            Err(Unreadable::NoToken) => return Err(no_token()),
-        }
-    }
-    Ok(Holder::Unsettled)
-}
-
-/// Opens `path` read-write, creating it (mode [`FILE_MODE`]) and its
-/// directory if missing. Never follows a symlink at the last component.
-pub(crate) fn open_creating(path: &Path) -> io::Result<File> {
-    let open = || {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(FILE_MODE)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-    };
-    match open() {
-        Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            if let Some(dir) = path.parent() {
-                fs::create_dir_all(dir)?;
-            }
-            open()
-        }
-        other => other,
-    }
+#[cfg(test)]
+thread_local! {
+    /// See [`between_open_and_flock`].
+    pub(crate) static BETWEEN_OPEN_AND_FLOCK: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        std::cell::RefCell::new(None);
 }
 
 /// `flock(2)`; `Ok(false)` when a non-blocking request would block.
@@ -263,7 +238,7 @@ fn read_into(file: &File, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// The first [`MAX_READ_LEN`] bytes of the file.
-fn read_all(file: &File) -> io::Result<Vec<u8>> {
+pub(crate) fn read_all(file: &File) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u8; MAX_READ_LEN];
     let len = read_into(file, &mut buf)?;
     buf.truncate(len);
@@ -286,11 +261,25 @@ pub(crate) fn read_token(file: &File) -> io::Result<(Option<u64>, usize)> {
     Ok((token, len))
 }
 
-fn no_token() -> io::Error {
+pub(crate) fn no_token() -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
         "the file does not start with a fencing token line",
     )
+}
+
+/// `path` opened read-only without following a symlink, `None` if it does
+/// not exist.
+pub(crate) fn open_existing(path: &Path) -> io::Result<Option<File>> {
+    match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(file) => Ok(Some(file)),
+        Err(error) if is_missing(&error) => Ok(None),
+        Err(error) => Err(error),
+    }
 }
 
 /// Whether `error` means the path (or a directory on it) does not exist.
@@ -298,161 +287,104 @@ pub(crate) fn is_missing(error: &io::Error) -> bool {
     error.kind() == io::ErrorKind::NotFound || error.raw_os_error() == Some(libc::ENOTDIR)
 }
 
+/// Removes what the lock file `path` keeps beside it for readers: the
+/// reader slots `K.reader-0`, `K.reader-1`, … and the readers' directory
+/// of earlier versions. Called by whoever holds the lock file with
+/// `LOCK_EX`: then no reader lives, so every slot is free.
+pub(crate) fn remove_reader_slots(path: &Path) -> io::Result<()> {
+    remove_numbered(path, READER_SUFFIX)?;
+    let legacy = sibling(path, LEGACY_READERS_SUFFIX);
+    match fs::remove_dir_all(&legacy) {
+        Err(error) if !is_missing(&error) => Err(error),
+        _ => Ok(()),
+    }
+}
+
+/// Removes the numbered siblings `K<suffix>0`, `K<suffix>1`, … of
+/// `path`, from the last one down, so that what an interrupted removal
+/// leaves still starts at 0 (slots are created lowest first, so they are
+/// always numbered from 0 without gaps, and the first missing number ends
+/// them).
+pub(crate) fn remove_numbered(path: &Path, suffix: &str) -> io::Result<()> {
+    let count = (0..)
+        .find(|&n| fs::symlink_metadata(numbered(path, suffix, n)).is_err())
+        .unwrap_or(0);
+    for n in (0..count).rev() {
+        match fs::remove_file(numbered(path, suffix, n)) {
+            Err(error) if !is_missing(&error) => return Err(error),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn record(token: u64, owner: &str, value: &str) -> Option<Record> {
-        Some(Record {
-            token,
-            owner: Some(owner.to_owned()),
-            value: value.to_owned(),
-        })
-    }
-
-    #[test]
-    fn stamping_counts_up_and_records_owner_and_value() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("ns").join("k.lock");
-        for expected in 1..=3 {
-            match lock_and_stamp(&path, "me/1/x", "v\n1", false).unwrap() {
-                Attempted::Locked(locked, token) => {
-                    assert_eq!(token, expected);
-                    assert_eq!(
-                        holder(&path).unwrap(),
-                        Holder::Held(record(token, "me/1/x", "v\n1"))
-                    );
-                    drop(locked);
-                }
-                Attempted::Busy => panic!("free file reported busy"),
-            }
-            assert_eq!(holder(&path).unwrap(), Holder::Free);
-        }
-        assert_eq!(
-            fs::read(&path).unwrap(),
-            record::encode(3, "me/1/x", "v\n1", 0)
-        );
-    }
-
-    #[test]
-    fn a_shorter_record_is_padded_and_still_reads_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("k.lock");
-        let mut locked = lock_free(&path, false);
-        locked
-            .write_record(9, "a-much-longer-owner/1/x", "a long value")
-            .unwrap();
-        let long = fs::metadata(&path).unwrap().len();
-        locked
-            .write_record(9, "a-much-longer-owner/1/x", "")
-            .unwrap();
-        assert_eq!(fs::metadata(&path).unwrap().len(), long, "padded");
-        assert_eq!(
-            holder(&path).unwrap(),
-            Holder::Held(record(9, "a-much-longer-owner/1/x", ""))
-        );
-        drop(locked);
-        match lock_and_stamp(&path, "me/1/y", "", false).unwrap() {
-            Attempted::Locked(_locked, token) => {
-                assert_eq!(token, 10);
-                assert_eq!(fs::metadata(&path).unwrap().len(), long, "padded");
-                assert_eq!(
-                    holder(&path).unwrap(),
-                    Holder::Held(record(10, "me/1/y", ""))
-                );
-            }
-            Attempted::Busy => panic!("free file reported busy"),
-        }
-    }
-
-    #[test]
-    fn files_of_the_older_format_keep_counting() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("k.lock");
-        fs::write(&path, "41\nold/1/u\n").unwrap();
-        let file = open_creating(&path).unwrap();
-        assert!(flock(&file, libc::LOCK_EX | libc::LOCK_NB).unwrap());
-        assert_eq!(
-            holder(&path).unwrap(),
-            Holder::Held(record(41, "old/1/u", ""))
-        );
-        drop(file);
-        match lock_and_stamp(&path, "new/1/u", "v", false).unwrap() {
-            Attempted::Locked(_locked, token) => assert_eq!(token, 42),
-            Attempted::Busy => panic!("free file reported busy"),
-        }
-    }
-
-    #[test]
-    fn a_long_record_is_covered_whole_by_the_next_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("k.lock");
-        let value = "x".repeat(lock_core::MAX_VALUE_LEN);
-        drop(lock_and_stamp(&path, "a", &value, false).unwrap());
-        let long = fs::metadata(&path).unwrap().len();
-        assert!(long as usize > FIRST_READ_LEN);
-        match lock_and_stamp(&path, "b", "", false).unwrap() {
-            Attempted::Locked(_locked, token) => {
-                assert_eq!(token, 2);
-                assert_eq!(fs::metadata(&path).unwrap().len(), long);
-                assert_eq!(holder(&path).unwrap(), Holder::Held(record(2, "b", "")));
-            }
-            Attempted::Busy => panic!("free file reported busy"),
-        }
-    }
-
-    /// Open, lock, unlock, close: whether the lock could be taken.
-    fn lock_unlock_once(path: &Path) -> io::Result<bool> {
-        let file = open_creating(path)?;
-        if !flock(&file, libc::LOCK_EX | libc::LOCK_NB)? {
-            return Ok(false);
-        }
-        flock(&file, libc::LOCK_UN)?;
-        Ok(true)
-    }
-
-    /// Locks and stamps `path`, which must be free.
-    fn lock_free(path: &Path, fsync: bool) -> LockedFile {
-        match lock_and_stamp(path, "a", "", fsync).unwrap() {
-            Attempted::Locked(locked, _) => locked,
-            Attempted::Busy => panic!("free file reported busy"),
-        }
-    }
-
-    #[test]
-    fn a_second_open_in_the_same_process_is_excluded() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("k.lock");
-        let first = lock_free(&path, false);
-        assert!(matches!(
-            lock_and_stamp(&path, "b", "", false).unwrap(),
-            Attempted::Busy
-        ));
-        assert!(!lock_unlock_once(&path).unwrap());
-        drop(first);
-        assert!(lock_unlock_once(&path).unwrap());
+    fn locked(path: &Path) -> LockedFile {
+        let file = crate::create::open_creating(path, crate::create::Sharing::Private).unwrap();
+        assert!(flock(&file, libc::LOCK_SH | libc::LOCK_NB).unwrap());
+        LockedFile::new(file, path, 0)
     }
 
     #[test]
     fn a_removed_or_replaced_file_no_longer_stands() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("k.lock");
-        let locked = lock_free(&path, true);
-        assert!(locked.still_stands(&path).unwrap());
+        let held = locked(&path);
+        assert!(held.still_stands().unwrap());
         fs::remove_file(&path).unwrap();
-        assert!(!locked.still_stands(&path).unwrap());
+        assert!(!held.still_stands().unwrap());
         fs::write(&path, "").unwrap();
-        assert!(!locked.still_stands(&path).unwrap());
+        assert!(!held.still_stands().unwrap());
+    }
+
+    /// The last of several shared holders to leave removes the file, and
+    /// only the last.
+    #[test]
+    fn the_last_shared_holder_out_removes_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.lock");
+        let (first, second) = (locked(&path), locked(&path));
+        first.leave_shared(|_| Ok(())).unwrap();
+        assert!(path.exists(), "removed while another holder is in");
+        second.leave_shared(|_| Ok(())).unwrap();
+        assert!(!path.exists());
+    }
+
+    /// A failed `LOCK_EX|LOCK_NB` after letting go holds nothing, so two
+    /// holders leaving at once cannot both keep the file.
+    #[test]
+    fn leaving_holders_never_keep_each_other_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.lock");
+        for _ in 0..200 {
+            let (first, second) = (locked(&path), locked(&path));
+            let other = std::thread::spawn(move || second.leave_shared(|_| Ok(())).unwrap());
+            first.leave_shared(|_| Ok(())).unwrap();
+            other.join().unwrap();
+            assert!(!path.exists());
+        }
     }
 
     #[test]
-    fn symlinks_are_not_followed() {
+    fn removing_while_held_takes_reader_slots_along() {
         let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("precious");
-        fs::write(&target, "keep me").unwrap();
         let path = dir.path().join("k.lock");
-        std::os::unix::fs::symlink(&target, &path).unwrap();
-        assert!(lock_and_stamp(&path, "a", "", false).is_err());
-        assert_eq!(fs::read_to_string(&target).unwrap(), "keep me");
+        // Slots of readers gone (or dead), and an earlier version's
+        // readers' directory.
+        for slot in ["k.reader-0", "k.reader-1"] {
+            fs::write(dir.path().join(slot), "gone").unwrap();
+        }
+        let readers = dir.path().join("k.readers");
+        fs::create_dir(&readers).unwrap();
+        fs::write(readers.join("7"), "dead").unwrap();
+        let file = crate::create::open_creating(&path, crate::create::Sharing::Private).unwrap();
+        assert!(flock(&file, libc::LOCK_EX | libc::LOCK_NB).unwrap());
+        let held = LockedFile::new(file, &path, 0);
+        assert!(held.remove_if_standing(remove_reader_slots).unwrap());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert!(!held.remove_if_standing(remove_reader_slots).unwrap());
     }
 }

@@ -23,6 +23,18 @@ use sha2::{Digest, Sha256};
 
 /// Suffix of every lock file.
 pub(crate) const LOCK_SUFFIX: &str = ".lock";
+/// Suffix of a lock file's gate (see [`crate::shared`]).
+pub(crate) const GATE_SUFFIX: &str = ".gate";
+/// Suffix of a reader's slot file, before its number.
+pub(crate) const READER_SUFFIX: &str = ".reader-";
+/// Suffix of a semaphore's file (its limit).
+pub(crate) const SEMAPHORE_SUFFIX: &str = ".semaphore";
+/// Suffix of a semaphore's permit slot file, before its number.
+pub(crate) const PERMIT_SUFFIX: &str = ".permit-";
+/// Suffix of the directory of readers' files of earlier versions.
+pub(crate) const LEGACY_READERS_SUFFIX: &str = ".readers";
+/// Suffix of the semaphore directory of earlier versions.
+pub(crate) const LEGACY_PERMITS_SUFFIX: &str = ".permits";
 /// Longest plain encoding kept as is (before the suffix).
 const MAX_ENCODED_LEN: usize = 200;
 /// Length of the readable prefix of a hashed name, at most.
@@ -32,6 +44,21 @@ const HASHED_PREFIX_LEN: usize = 120;
 pub(crate) fn lock_path(root: &Path, name: &LockName) -> PathBuf {
     root.join(name.namespace().as_str())
         .join(file_name(name.key().as_str()))
+}
+
+/// `K.lock` → `K<suffix>`: the other files and directories of the name
+/// whose lock file is `path`. Encoded keys contain no `.`, so these names
+/// never collide with another key's.
+pub(crate) fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let stem = name.strip_suffix(LOCK_SUFFIX).unwrap_or(&name);
+    path.with_file_name(format!("{stem}{suffix}"))
+}
+
+/// The `number`th of the numbered siblings `K<suffix><number>` (reader
+/// and permit slots).
+pub(crate) fn numbered(path: &Path, suffix: &str, number: u32) -> PathBuf {
+    sibling(path, &format!("{suffix}{number}"))
 }
 
 /// The file name (with [`LOCK_SUFFIX`]) a key is stored under.
@@ -232,6 +259,24 @@ mod tests {
         assert_eq!(names.len(), keys.len());
         let folded: HashSet<String> = names.iter().map(|n| n.to_ascii_lowercase()).collect();
         assert_eq!(folded.len(), keys.len(), "case-folding merged two names");
+    }
+
+    #[test]
+    fn siblings_replace_the_lock_suffix() {
+        let lock = Path::new("/d/ns/a%2Fb.lock");
+        assert_eq!(sibling(lock, GATE_SUFFIX), Path::new("/d/ns/a%2Fb.gate"));
+        assert_eq!(
+            numbered(lock, READER_SUFFIX, 3),
+            Path::new("/d/ns/a%2Fb.reader-3")
+        );
+        assert_eq!(
+            sibling(lock, SEMAPHORE_SUFFIX),
+            Path::new("/d/ns/a%2Fb.semaphore")
+        );
+        assert_eq!(
+            numbered(lock, PERMIT_SUFFIX, 0),
+            Path::new("/d/ns/a%2Fb.permit-0")
+        );
     }
 
     #[test]

@@ -3,25 +3,27 @@
 //!
 //! What tells a watch that the holder changed:
 //!
-//! * an acquisition and a value change write the record: a modify event;
-//! * a release (or a dropped guard) unlocks and closes the file, which was
-//!   open for writing: a close-write event, which comes after the unlock;
-//! * a holder process that dies has its files closed by the kernel: the
-//!   same close-write event, but sent a moment *before* the kernel drops
-//!   the flock. A read at once may still find the lock held, so after each
+//! * an acquisition creates the file and writes the record, a value change
+//!   writes it: create and modify events;
+//! * a release (or a dropped guard) removes the file while still holding
+//!   it, then unlocks and closes it: a directory event (a read then finds
+//!   no file: free), and a close-write event;
+//! * a holder process that dies has its files closed by the kernel: a
+//!   close-write event, but sent a moment *before* the kernel drops the
+//!   flock. A read at once may still find the lock held, so after each
 //!   event that leaves the lock held the watch reads again [`SETTLE`] later
 //!   (1 ms, 10 ms, 100 ms, 1 s); the kernel drops the lock within that
 //!   same close, so the first of these sees it free;
-//! * creating, removing or renaming the file: a directory event.
+//! * creating, removing or renaming the file otherwise: a directory event.
 //!
 //! Where no native watcher can be had (`notify::recommended_watcher` or
 //! its watch fails, e.g. past `fs.inotify.max_user_instances`), or on
 //! systems whose native watcher reports no closes (every one but Linux and
-//! Android), releases change nothing the watcher sees: there the watch
-//! reads a held lock again every [`WATCH_POLL_INTERVAL`], and a release or
-//! a dead holder is seen within that. Without a native watcher, notify's
+//! Android), a dead holder changes nothing the watcher sees: there the
+//! watch reads a held lock again every [`WATCH_POLL_INTERVAL`], and a dead
+//! holder is seen within that. Without a native watcher, notify's
 //! `PollWatcher` compares the directory's files every
-//! [`WATCH_POLL_INTERVAL`] to notice acquisitions.
+//! [`WATCH_POLL_INTERVAL`] to notice acquisitions and releases.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -133,7 +135,8 @@ impl FileWatch {
     /// with notify's `PollWatcher`.
     fn arm(&mut self) -> Result<(), LockError> {
         self.watcher = None;
-        std::fs::create_dir_all(&self.dir).map_err(|e| self.io_error("cannot create", e))?;
+        crate::create::create_dir(&self.dir, self.backend.disk().sharing)
+            .map_err(|e| self.io_error("cannot create", e))?;
         let handler = {
             let (signal, path, dir) = (self.signal.clone(), self.path.clone(), self.dir.clone());
             move |event: notify::Result<Event>| signal.on_event(&path, &dir, event)

@@ -69,10 +69,13 @@ async fn a_holder_seen_to_go_is_not_reported_again_while_the_next_one_writes() {
     guard.release().await.unwrap();
     assert_eq!(next_state(&mut watch, within).await, None);
 
-    // A slow acquirer: the flock now, its record 30 ms later.
+    // A slow acquirer: the flock now (on a new file: the release removed
+    // the old one), its record 30 ms later.
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
+        .create(true)
+        .truncate(false)
         .open(&path)
         .unwrap();
     // SAFETY: the descriptor is open for the call.
