@@ -12,8 +12,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     name = "distlock",
     version,
     about,
-    after_help = "The store is --url, else $DISTLOCK_URL, else file:// locks in the \
-                  user's runtime (or temp) directory.\n\
+    after_help = "The store is --url, else $DISTLOCK_URL, else file:// locks in \
+                  /var/lib/distlock, created and shared by every user of the host, kept \
+                  across reboots so fencing tokens keep rising; where it cannot be created \
+                  or used, in <temp dir>/distlock (also shared, but emptied at boot on many \
+                  systems, and tokens then start again). `status` and --verbose say which.\n\
                   Log verbosity: DISTLOCK_LOG (a tracing filter; default `warn`, with the \
                   ZooKeeper client's reconnection warnings and lock-core's lost-lock warning \
                   kept to `error`: DISTLOCK_LOG=warn shows them)."

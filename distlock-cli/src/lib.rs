@@ -55,7 +55,7 @@ pub async fn execute(cli: Cli) -> i32 {
         Err(failure) => return report(None, failure),
     };
     if cli.verbose {
-        output::say(&format!("store {}", store.shown()));
+        output::say(&format!("store {}", store.described()));
     }
     if let Some(path) = &cli.metrics_file {
         if let Err(problem) = metrics_out::check_writable(path) {

@@ -106,9 +106,9 @@ pub(crate) async fn status(store: &StoreUrl, args: StatusArgs) -> Result<i32, Fa
             text.push_str(&describe(&format!("{} (semaphore)", args.key), permits));
         }
         text.push_str(&format!(
-            "\nasked {} ({} store, namespace {})",
-            store.shown(),
+            "\nasked {} store {}, namespace {}",
             locker.backend_name(),
+            store.described(),
             locker.namespace()
         ));
         text

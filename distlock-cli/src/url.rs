@@ -69,12 +69,29 @@ impl StoreUrl {
     /// are not in `/var/lib/distlock` (fallback directories are emptied at
     /// boot on many systems, and fencing tokens then start again), for
     /// `status`, `--verbose` and `--help` to show.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "for status, --verbose and --help to print")
-    )]
     pub(crate) fn default_dir(&self) -> Option<&DefaultDir> {
         self.default_dir.as_ref()
+    }
+
+    /// The URL (password masked) and, for the default directory, which
+    /// one it is: `file:///var/lib/distlock (the default directory)`, or
+    /// the fallback with the reason and what it costs.
+    pub(crate) fn described(&self) -> String {
+        match self.default_dir() {
+            None => self.shown().to_owned(),
+            Some(DefaultDir {
+                fallback_reason: None,
+                ..
+            }) => format!("{} (the default directory)", self.shown()),
+            Some(DefaultDir {
+                fallback_reason: Some(reason),
+                ..
+            }) => format!(
+                "{} (the fallback directory, because {reason}; it may be emptied at boot, \
+                 and fencing tokens then start again)",
+                self.shown()
+            ),
+        }
     }
 
     /// The URL as given, password included: only for connecting.
@@ -167,6 +184,24 @@ mod tests {
         assert_eq!(
             dir.fallback_reason.as_deref(),
             Some("/var/lib/distlock cannot be created")
+        );
+    }
+
+    #[test]
+    fn the_default_directory_and_its_fallback_are_described() {
+        let given = StoreUrl::resolve_from(Some("mem://a".into()), None, default_url).unwrap();
+        assert_eq!(given.described(), "mem://a");
+        let default = StoreUrl::resolve_from(None, None, default_url).unwrap();
+        assert_eq!(
+            default.described(),
+            "file:///default (the default directory)"
+        );
+        let fallback = || Ok(default_dir(Some("/var/lib/distlock is read-only")));
+        let url = StoreUrl::resolve_from(None, None, fallback).unwrap();
+        assert_eq!(
+            url.described(),
+            "file:///default (the fallback directory, because /var/lib/distlock is read-only; \
+             it may be emptied at boot, and fencing tokens then start again)"
         );
     }
 

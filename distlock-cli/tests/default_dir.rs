@@ -321,3 +321,19 @@ fn the_default_directory_does_not_follow_xdg_runtime_dir() {
     assert!(!runtime.path().join("distlock").exists());
     assert_eq!(setup.files_of(&key), Vec::<String>::new());
 }
+
+#[test]
+fn status_and_verbose_name_the_default_directory() {
+    let setup = Setup::new();
+    let key = unique_key("named");
+    let out = output(setup.distlock(User::Root, Xdg::Unset, &["-v", "status", &key]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = "file:///var/lib/distlock (the default directory)";
+    assert_eq!(stderr(&out).trim(), format!("distlock: store {said}"));
+    let text = common::stdout(&out);
+    assert_eq!(
+        text.lines().last(),
+        Some(format!("asked file store {said}, namespace default").as_str()),
+        "{text}"
+    );
+}

@@ -9,7 +9,7 @@ fn status_reports_free_then_held_by_the_running_holder() {
     let store = Store::new();
     let free = output(store.distlock(&["status", "jobs/nightly"]));
     assert!(free.status.success(), "{}", stderr(&free));
-    let asked = format!("asked {} (file store, namespace default)", store.url);
+    let asked = format!("asked file store {}, namespace default", store.url);
     assert_eq!(stdout(&free).trim(), format!("jobs/nightly: free\n{asked}"));
 
     let ready = store.scratch("ready");

@@ -412,16 +412,25 @@ mod tests {
         let counts = Counts {
             per_client: vec![100, 100],
             elapsed: Duration::from_secs(2),
+            busy: 0,
             errors: 0,
+            first_error: None,
         };
         let floor_counts = probe.map(|_| Counts {
             per_client: vec![400, 400],
             elapsed: Duration::from_secs(2),
+            busy: 7,
             errors: 0,
+            first_error: None,
         });
+        let handoffs = Handovers {
+            after_return: vec![Duration::from_millis(1)],
+            from_call: vec![Duration::from_millis(2), Duration::from_millis(1)],
+            before_return: 1,
+        };
         setup.with_results(
             &uncontended,
-            &[Duration::from_millis(1)],
+            &handoffs,
             &ElectionResults::default(),
             &counts,
             floor_counts.as_ref(),
@@ -454,6 +463,14 @@ mod tests {
             "1.00ms",
         ] {
             assert!(table.contains(part), "{part} missing in\n{table}");
+        }
+        for explained in [
+            "1 of 2 were done before release() returned",
+            "7 raw attempts found the key held by another client and tried again",
+            "n: samples; p50, p99",
+            "fairness: Jain's index",
+        ] {
+            assert!(table.contains(explained), "{explained} missing in\n{table}");
         }
         let without_floor = report(None).table();
         assert!(without_floor.contains("floor      n/a"), "{without_floor}");
