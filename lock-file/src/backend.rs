@@ -20,6 +20,7 @@ use lock_core::{FencingToken, HoldKind, LockError, LockInfo, LockName};
 
 use crate::attempt::{attempt, Taken};
 use crate::config::{FileConfig, FILE_SCHEME};
+use crate::errors;
 use crate::held::FileHeld;
 use crate::lockfile::{self, Holder};
 use crate::names;
@@ -60,17 +61,13 @@ pub struct FileBackend {
 impl FileBackend {
     /// Opens the lock directory `config.dir`, creating it (and missing
     /// parents) with mode `0o700` if it does not exist; an existing
-    /// directory keeps its mode. Fails with [`LockError::InvalidConfig`]
-    /// naming the path and the problem when it is not a directory, cannot
-    /// be created, or is not writable.
+    /// directory keeps its mode. Fails naming the path and the problem:
+    /// with [`LockError::PermissionDenied`] when this user may not create
+    /// or write it (saying who owns it), with [`LockError::InvalidConfig`]
+    /// when it is not a directory or cannot be used otherwise.
     pub fn open(config: FileConfig) -> Result<Self, LockError> {
         let dir = &config.dir;
-        let problem = |what: &str, error: &dyn std::fmt::Display| {
-            LockError::invalid_config(format!(
-                "lock directory `{}` {what}: {error}",
-                dir.display()
-            ))
-        };
+        let problem = |what: &str, error: &io::Error| errors::dir_error(dir, what, error);
         match fs::metadata(dir) {
             Ok(meta) if meta.is_dir() => {}
             Ok(_) => {
@@ -103,7 +100,7 @@ impl FileBackend {
     }
 
     fn io_error(&self, what: &str, path: &Path, error: io::Error) -> LockError {
-        LockError::backend(format!("{what} `{}`: {error}", path.display()), error)
+        errors::io_error(what, path, error)
     }
 
     /// The holder of the lock file `path`: owner, token and value of the

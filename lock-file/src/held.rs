@@ -76,8 +76,9 @@ impl HeldLock for FileHeld {
         match locked.still_stands(&self.path) {
             Ok(true) => Ok(()),
             Ok(false) => Err(self.lost(LossReason::TakenAway)),
-            Err(error) => Err(LockError::backend(
-                format!("cannot check lock file `{}`: {error}", self.path.display()),
+            Err(error) => Err(crate::errors::io_error(
+                "cannot check lock file",
+                &self.path,
                 error,
             )),
         }
@@ -108,9 +109,7 @@ impl HeldLock for FileHeld {
         let Some(locked) = file.as_mut() else {
             return Err(self.lost(LossReason::RenewalRefused));
         };
-        let io_error = |what: &str, error: std::io::Error| {
-            LockError::backend(format!("{what} `{}`: {error}", self.path.display()), error)
-        };
+        let io_error = |what: &str, error| crate::errors::io_error(what, &self.path, error);
         match locked.still_stands(&self.path) {
             Ok(true) => {}
             Ok(false) => return Err(self.lost(LossReason::TakenAway)),

@@ -11,6 +11,7 @@ compile_error!("lock-file needs a Unix system: it is built on flock(2)");
 mod attempt;
 mod backend;
 mod config;
+mod errors;
 mod held;
 mod lockfile;
 mod names;

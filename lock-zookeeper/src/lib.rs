@@ -14,6 +14,7 @@ mod config;
 mod confirm;
 mod contended;
 mod delayed;
+mod diagnosis;
 mod error;
 mod held;
 mod holders;
@@ -24,8 +25,6 @@ mod permits;
 mod queue;
 mod session;
 mod tls;
-#[cfg(feature = "tls")]
-mod tls_diagnosis;
 mod value;
 mod watch;
 
