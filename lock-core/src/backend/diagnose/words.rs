@@ -153,14 +153,21 @@ fn as_io<'a>(cause: &'a (dyn StdError + 'static)) -> Option<&'a io::Error> {
     }
 }
 
-/// Text a person can read: not empty, and not a `Debug` dump.
+/// Text a person can read: not empty, and not a `Debug` dump or a list
+/// of a client library's fields (`code: …, message: …`).
 fn is_plain(text: &str) -> bool {
+    const DUMPS: [&str; 8] = [
+        "{",
+        "}",
+        "Error(",
+        "Some(",
+        "source:",
+        "code: ",
+        "message: ",
+        "kind: ",
+    ];
     let text = text.trim();
-    !text.is_empty()
-        && !text.contains('{')
-        && !text.contains("Error(")
-        && !text.contains("Some(")
-        && !text.contains("source:")
+    !text.is_empty() && !DUMPS.iter().any(|dump| text.contains(dump))
 }
 
 /// `text` without a trailing ` (os error N)`.
