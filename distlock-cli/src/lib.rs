@@ -186,14 +186,15 @@ pub fn runtime_for(command: &cli::Command) -> std::io::Result<tokio::runtime::Ru
 ///
 /// The default filter also mutes lock-core's own "lock lost" warning:
 /// `run` reports a loss itself, in its one-line format, and saying it twice
-/// would only confuse. It mutes the Redis client's warnings too (a
-/// cluster node it could not reach): the error that follows says it in
-/// one line. `DISTLOCK_LOG=warn` brings both back.
+/// would only confuse. It mutes the Redis and ZooKeeper clients' warnings
+/// too (a node or server they could not reach): the error that follows
+/// says it in one line. `DISTLOCK_LOG=warn` brings them back.
 pub fn init_diagnostics() {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("DISTLOCK_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("warn,lock_core::loss=error,redis=error"));
+    let filter = EnvFilter::try_from_env("DISTLOCK_LOG").unwrap_or_else(|_| {
+        EnvFilter::new("warn,lock_core::loss=error,redis=error,zookeeper_client=error")
+    });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

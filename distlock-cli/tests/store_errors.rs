@@ -13,7 +13,9 @@
 //!
 //! Servers are the testkit's, on loopback: the shared plain ones, and TLS
 //! and authenticating ones of this binary. URLs carry short timeouts, so
-//! each failure is reported within seconds.
+//! each failure is reported within seconds. Each store's tests need the
+//! command's feature for it (`zks://`: `zookeeper-tls`); `--all-features`
+//! runs them all.
 
 mod common;
 
@@ -642,6 +644,7 @@ mod etcd {
 #[cfg(feature = "zookeeper")]
 mod zookeeper {
     use super::*;
+    #[cfg(feature = "zookeeper-tls")]
     use distlock_testkit::zookeeper::tls_standalone_spec;
 
     /// ZooKeeper's requests have no timeout of their own: only the connect
@@ -653,6 +656,7 @@ mod zookeeper {
     }
 
     /// The TLS server's secure port: client certificates required.
+    #[cfg(feature = "zookeeper-tls")]
     fn tls_host() -> String {
         let pki = pki();
         let server = test_server(shared_server("zookeeper-tls", || {
@@ -727,6 +731,7 @@ mod zookeeper {
         );
     }
 
+    #[cfg(feature = "zookeeper-tls")]
     #[test]
     fn tls_at_a_plain_port() {
         let host = plain_host();
@@ -743,6 +748,7 @@ mod zookeeper {
         );
     }
 
+    #[cfg(feature = "zookeeper-tls")]
     #[test]
     fn plain_at_a_tls_port() {
         let host = tls_host();
@@ -758,6 +764,7 @@ mod zookeeper {
         );
     }
 
+    #[cfg(feature = "zookeeper-tls")]
     #[test]
     fn untrusted_server_certificate() {
         let host = tls_host();
@@ -777,6 +784,7 @@ mod zookeeper {
         );
     }
 
+    #[cfg(feature = "zookeeper-tls")]
     #[test]
     fn missing_client_certificate() {
         let host = tls_host();

@@ -297,43 +297,6 @@ impl fmt::Debug for RedlockBackend {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn master(value: &str, ttl_ms: u64) -> (String, Option<Duration>) {
-        (value.to_owned(), Some(Duration::from_millis(ttl_ms)))
-    }
-
-    #[test]
-    fn the_holder_is_the_owner_a_majority_agrees_on() {
-        let values = [
-            master("7 a\n2 newest", 900),
-            master("5 a\n1 older", 800),
-            master("7 a", 950),
-            master("9 b\n0 other", 990),
-        ];
-        let holder = majority_holder(&values, 3).unwrap();
-        assert_eq!(holder.owner, "a");
-        assert_eq!(holder.token, FencingToken::new(7), "the stamped token");
-        assert_eq!(holder.ttl_left, Some(Duration::from_millis(800)));
-        assert_eq!(holder.value, "newest", "the highest-numbered value");
-        assert_eq!(majority_holder(&values[1..], 3), None, "no majority");
-    }
-
-    #[test]
-    fn a_value_replaced_on_a_minority_is_seen_only_if_newer() {
-        let values = [
-            master("7 a\n1 set", 900),
-            master("7 a\n1 set", 900),
-            master("7 a", 900),
-        ];
-        assert_eq!(majority_holder(&values, 2).unwrap().value, "set");
-        let unset = [master("7 a\n3 ", 900), master("7 a\n2 x", 900)];
-        assert_eq!(majority_holder(&unset, 2).unwrap().value, "");
-    }
-}
-
 /// The error for a Redlock whose masters' `PING`s (`pinged`, one per
 /// master in URL order) fell short of `quorum`: refused credentials as
 /// they are, else what failed with the masters that did not answer,
@@ -374,5 +337,42 @@ async fn too_few_masters(
             message,
             source: None,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn master(value: &str, ttl_ms: u64) -> (String, Option<Duration>) {
+        (value.to_owned(), Some(Duration::from_millis(ttl_ms)))
+    }
+
+    #[test]
+    fn the_holder_is_the_owner_a_majority_agrees_on() {
+        let values = [
+            master("7 a\n2 newest", 900),
+            master("5 a\n1 older", 800),
+            master("7 a", 950),
+            master("9 b\n0 other", 990),
+        ];
+        let holder = majority_holder(&values, 3).unwrap();
+        assert_eq!(holder.owner, "a");
+        assert_eq!(holder.token, FencingToken::new(7), "the stamped token");
+        assert_eq!(holder.ttl_left, Some(Duration::from_millis(800)));
+        assert_eq!(holder.value, "newest", "the highest-numbered value");
+        assert_eq!(majority_holder(&values[1..], 3), None, "no majority");
+    }
+
+    #[test]
+    fn a_value_replaced_on_a_minority_is_seen_only_if_newer() {
+        let values = [
+            master("7 a\n1 set", 900),
+            master("7 a\n1 set", 900),
+            master("7 a", 900),
+        ];
+        assert_eq!(majority_holder(&values, 2).unwrap().value, "set");
+        let unset = [master("7 a\n3 ", 900), master("7 a\n2 x", 900)];
+        assert_eq!(majority_holder(&unset, 2).unwrap().value, "");
     }
 }
