@@ -16,6 +16,9 @@ const PLAIN_LINE: &[u8] = b"GET / HTTP/1.0\r\n\r\n";
 /// The most a second opinion (a plain line, a TLS hello) waits: any
 /// server that answers them answers at once.
 const SECOND_OPINION: Duration = Duration::from_secs(1);
+/// How long an idle connection is watched for a close: a server that
+/// closes every connection does so at once.
+const IDLE_CHECK: Duration = Duration::from_millis(300);
 /// The most of a reply read before it is judged foreign.
 const LONGEST_REPLY: usize = 4096;
 
@@ -95,6 +98,10 @@ fn plain(
         Exchange::Closed if !protocol.may_close_unanswered() => {
             if speaks_tls(addr, limit) {
                 Finding::ExpectsTls
+            } else if closes_idle_connections(addr, limit) {
+                // A proxy with nothing behind it, a server shutting down:
+                // it did not object to the greeting, it closes everything.
+                Finding::Closed
             } else {
                 Finding::OtherProtocol
             }
@@ -119,6 +126,22 @@ pub(super) fn unclear(addr: SocketAddr, limit: Duration, otherwise: Finding) -> 
         (true, _) => Finding::ExpectsTls,
         (false, Some(Exchange::Foreign(_))) => Finding::OtherProtocol,
         _ => otherwise,
+    }
+}
+
+/// Whether the server at `addr` closes a connection on which nothing was
+/// sent (as a proxy with no server behind it does), rather than waiting
+/// for a request.
+fn closes_idle_connections(addr: SocketAddr, limit: Duration) -> bool {
+    let Ok(mut tcp) = connect(addr, limit) else {
+        return true;
+    };
+    let _ = tcp.set_read_timeout(Some(limit.min(IDLE_CHECK)));
+    let mut byte = [0u8; 1];
+    match tcp.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock),
     }
 }
 

@@ -129,6 +129,13 @@ async fn a_close_at_the_greeting_is_another_protocol_unless_the_store_may_close(
 }
 
 #[tokio::test]
+async fn a_server_that_closes_every_connection_is_closed_not_another_protocol() {
+    // Like a proxy with no server behind it: closed before any request.
+    let closing = server(drop);
+    assert_eq!(probe(&HELLO, closing).await, Finding::Closed);
+}
+
+#[tokio::test]
 async fn a_server_silent_to_the_greeting_but_answering_a_plain_line_is_another_protocol() {
     // Like Redis greeted in binary: it waits for a line end.
     let host = server(|mut s| {
