@@ -209,10 +209,13 @@ const RUN_EXIT_CODES: &str = "Exit codes:\n  \
                   76          the lock or leadership was lost while CMD ran (run: with --on-lost\n              \
                   kill; elect: always); also when the loss is only found at release:\n              \
                   CMD's work may have overlapped another holder's\n  \
-                  69          the store is unreachable\n  \
+                  69          the store is unavailable (refused, no answer, down)\n  \
+                  77          permission denied: credentials or ACL refused, lock directory\n              \
+                  not writable\n  \
                   126, 127    CMD could not be started, was not found\n  \
                   128+N       distlock got signal N while waiting\n  \
-                  2           bad usage: arguments, key, value, URL\n  \
+                  2           bad usage: arguments, key, value, URL; the URL points at another\n              \
+                  kind of server, or its TLS settings cannot work\n  \
                   1           other errors";
 
 /// What `run` and `elect` share: the wait, the grace period and CMD.

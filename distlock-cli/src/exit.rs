@@ -5,10 +5,11 @@
 //! | CMD's | `run`, `elect`: CMD's own exit code; 128+N if CMD died of signal N |
 //! | 0 | success (`status` whether or not the lock is held, `leader` whether or not someone leads; `leader --watch` ended by a signal) |
 //! | 1 | any other error; `check`: a case failed |
-//! | 2 | bad usage: arguments, key, value, URL, option |
-//! | 69 | the store is unreachable (`EX_UNAVAILABLE`) |
+//! | 2 | bad usage or configuration: arguments, key, value, URL, option; the URL points at a server that is not the store, or its TLS settings cannot work |
+//! | 69 | the store is unavailable: refused, no answer, down (`EX_UNAVAILABLE`) |
 //! | 75 | `run`, `elect`: the lock or leadership was not had within `--wait` (`EX_TEMPFAIL`) |
 //! | 76 | `run`, `elect`: the lock or leadership was lost while CMD ran |
+//! | 77 | permission denied: the store refused the credentials or the ACL denies what the lock needs; the lock directory is not writable (`EX_NOPERM`) |
 //! | 126 | `run`, `elect`: CMD exists but could not be started |
 //! | 127 | `run`, `elect`: CMD was not found |
 //! | 128+N | distlock itself was interrupted by signal N while waiting for the lock or leadership |
@@ -17,19 +18,26 @@ use std::error::Error;
 use std::fmt;
 
 use distlock::LockError;
+use lock_core::backend::diagnose::root_cause;
 
 /// Success.
 pub const SUCCESS: i32 = 0;
 /// Any error without a more specific code.
 pub const FAILURE: i32 = 1;
-/// Bad usage: arguments, key, value, URL or option (also clap's code).
+/// Bad usage or configuration: arguments, key, value, URL or option, a
+/// URL that points at another kind of server, TLS settings that cannot
+/// work (also clap's code).
 pub const USAGE: i32 = 2;
-/// The store could not be reached (`EX_UNAVAILABLE` of sysexits.h).
+/// The store could not be reached: refused, no answer, down
+/// (`EX_UNAVAILABLE` of sysexits.h).
 pub const UNAVAILABLE: i32 = 69;
 /// The lock (or leadership) was not had within `--wait` (`EX_TEMPFAIL`).
 pub const TEMPFAIL: i32 = 75;
 /// The lock (or leadership) was lost while CMD ran.
 pub const LOST: i32 = 76;
+/// Permission denied: refused credentials, an ACL that denies what the
+/// lock needs, an unwritable lock directory (`EX_NOPERM` of sysexits.h).
+pub const NOPERM: i32 = 77;
 /// CMD was found but could not be started (as in POSIX shells).
 pub const CANNOT_EXECUTE: i32 = 126;
 /// CMD was not found (as in POSIX shells).
@@ -90,24 +98,23 @@ pub(crate) fn code_for(error: &LockError) -> i32 {
         LockError::Timeout { .. } => TEMPFAIL,
         LockError::Lost { .. } => LOST,
         LockError::Unavailable { .. } => UNAVAILABLE,
+        LockError::PermissionDenied { .. } => NOPERM,
         _ => FAILURE,
     }
 }
 
-/// An error and its sources on one line (`outer: inner: innermost`),
-/// skipping a source whose text the outer message already contains. The
-/// sources matter here: "store unavailable" alone does not say which file
-/// or host failed.
+/// An error on one line: its own message, and its root cause in plain
+/// words (see [`root_cause`]) when the message does not already say it.
+/// The cause matters where the message is general ("ZooKeeper could not
+/// open a session"); the sources between are a client library's layers,
+/// whose texts are often dumps of its internals, and are left out.
 pub(crate) fn describe(error: &(dyn Error + 'static)) -> String {
     let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let part = cause.to_string();
-        if !text.contains(&part) {
+    if let Some(cause) = root_cause(error) {
+        if !text.to_lowercase().contains(&cause.to_lowercase()) {
             text.push_str(": ");
-            text.push_str(&part);
+            text.push_str(&cause);
         }
-        source = cause.source();
     }
     one_line(&text)
 }
@@ -151,6 +158,10 @@ mod tests {
                 UNAVAILABLE,
             ),
             (
+                LockError::permission_denied("WRONGPASS", std::io::Error::other("no")),
+                NOPERM,
+            ),
+            (
                 LockError::backend("odd", std::io::Error::other("reply")),
                 FAILURE,
             ),
@@ -161,10 +172,10 @@ mod tests {
     }
 
     #[test]
-    fn description_includes_sources_once_and_on_one_line() {
+    fn description_is_the_message_and_the_plain_root_cause_once() {
         let error = LockError::unavailable(
             "cannot reach 10.0.0.1:6379",
-            std::io::Error::other("connection refused"),
+            std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
         );
         assert_eq!(
             describe(&error),
@@ -173,5 +184,31 @@ mod tests {
         let repeated = LockError::backend("open failed: denied", std::io::Error::other("denied"));
         assert_eq!(describe(&repeated), "backend error: open failed: denied");
         assert_eq!(one_line("a\nb\r\n\nc"), "a | b | c");
+    }
+
+    /// A client library's layers between the message and the root cause,
+    /// here one whose text is a dump, are left out.
+    #[test]
+    fn description_leaves_out_dumps_of_a_client_library() {
+        #[derive(Debug)]
+        struct Layer(std::io::Error);
+        impl fmt::Display for Layer {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "Transport(ConnectError({:?}))", self.0)
+            }
+        }
+        impl Error for Layer {
+            fn source(&self) -> Option<&(dyn Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        let error = LockError::unavailable("cannot read the lock queue", Layer(refused));
+        assert_eq!(
+            describe(&error),
+            "store unavailable: cannot read the lock queue: connection refused"
+        );
+        let dump = LockError::backend("odd reply", "Custom { kind: Other }");
+        assert_eq!(describe(&dump), "backend error: odd reply");
     }
 }

@@ -189,16 +189,17 @@ pub fn runtime_for(command: &cli::Command) -> std::io::Result<tokio::runtime::Ru
 ///
 /// The default filter also mutes lock-core's own "lock lost" warning:
 /// `run` reports a loss itself, in its one-line format, and saying it twice
-/// would only confuse. It keeps only errors of the ZooKeeper client
-/// library, whose warnings are about its own reconnection attempts (a
-/// server that restarted, a session that expired): the lock store reports
-/// what they cost (a lost lock, `Unavailable`) itself. `DISTLOCK_LOG=warn`
-/// brings both back.
+/// would only confuse. It keeps only errors of the Redis and ZooKeeper
+/// client libraries, whose warnings are about their own reconnection
+/// attempts (a node or server they could not reach, a session that
+/// expired): the store reports what they cost (a lost lock, one
+/// `Unavailable` line) itself. `DISTLOCK_LOG=warn` brings them back.
 pub fn init_diagnostics() {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("DISTLOCK_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("warn,lock_core::loss=error,zookeeper_client=error"));
+    let filter = EnvFilter::try_from_env("DISTLOCK_LOG").unwrap_or_else(|_| {
+        EnvFilter::new("warn,lock_core::loss=error,redis=error,zookeeper_client=error")
+    });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

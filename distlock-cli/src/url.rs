@@ -120,10 +120,43 @@ impl StoreUrl {
     }
 
     /// A lock error as a failure, its message scrubbed of the password.
+    /// A failure of the store that names none of the URL's hosts gets
+    /// them appended, so every store failure says where.
     pub(crate) fn failure(&self, error: LockError) -> Failure {
+        let of_the_store = matches!(
+            error,
+            LockError::Unavailable { .. }
+                | LockError::Backend { .. }
+                | LockError::PermissionDenied { .. }
+        );
         let mut failure = Failure::from(error);
+        if of_the_store {
+            failure.message = located(&failure.message, &hosts(&self.text));
+        }
         failure.message = self.scrub(&failure.message);
         failure
+    }
+}
+
+/// The hosts of a URL as written (`host[:port]`), without user info;
+/// none for a URL without hosts (`file:///dir`, `mem://`).
+fn hosts(url: &str) -> Vec<&str> {
+    let Some((_, rest)) = url.split_once("://") else {
+        return Vec::new();
+    };
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let hosts = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, hosts)| hosts);
+    hosts.split(',').filter(|host| !host.is_empty()).collect()
+}
+
+/// `message`, with `hosts` appended if it names none of them.
+fn located(message: &str, hosts: &[&str]) -> String {
+    if hosts.is_empty() || hosts.iter().any(|host| message.contains(host)) {
+        message.to_owned()
+    } else {
+        format!("{message} (at {})", hosts.join(","))
     }
 }
 
@@ -142,6 +175,23 @@ fn file_url(dir: &Path) -> Result<String, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn store_failures_say_where_once() {
+        let url = StoreUrl::new("etcd://u:pw@10.0.0.1:2379,10.0.0.2/?namespace=a".into());
+        let vague =
+            LockError::permission_denied("cannot read: denied", std::io::Error::other("denied"));
+        assert_eq!(
+            url.failure(vague).message,
+            "permission denied: cannot read: denied (at 10.0.0.1:2379,10.0.0.2)"
+        );
+        let named = LockError::unavailable("cannot connect to etcd at 10.0.0.2:2379: refused", "x");
+        assert!(!url.failure(named).message.contains("(at "));
+        let usage = LockError::invalid_key("key is empty");
+        assert_eq!(url.failure(usage).message, "invalid key: key is empty");
+        assert!(hosts("file:///var/locks").is_empty());
+        assert!(hosts("mem://").is_empty());
+    }
 
     fn default_dir(fallback_reason: Option<&str>) -> DefaultDir {
         DefaultDir {

@@ -62,8 +62,13 @@ pub const URL_ENV: &str = "DISTLOCK_URL";
 /// common query options are `ttl`, `namespace`, `wait` and
 /// `connect_timeout`, plus each store's own. A bad URL, an unknown option,
 /// a bad value or a scheme whose cargo feature is off gives
-/// [`LockError::InvalidConfig`] naming the problem. Passwords in the URL
-/// never appear in errors.
+/// [`LockError::InvalidConfig`] naming the problem. A network store that
+/// cannot be reached says which host, what failed and what to try:
+/// [`LockError::Unavailable`] when it refused or did not answer,
+/// [`LockError::InvalidConfig`] when the URL points at another kind of
+/// server or its TLS settings cannot work, [`LockError::PermissionDenied`]
+/// when it refused the credentials. Passwords in the URL never appear in
+/// errors.
 pub async fn connect(url: &str) -> Result<Locker, LockError> {
     let store = stores::store_for(lock_core::url::scheme_of(url)?)?;
     match store.connect {
@@ -103,7 +108,8 @@ pub async fn from_env() -> Result<Locker, LockError> {
 ///
 /// Errors are those of the store's opening: [`LockError::Unavailable`]
 /// for a store that connects at once and cannot, [`LockError::InvalidConfig`]
-/// for settings it refuses.
+/// for settings it refuses (or a URL that points at another kind of
+/// server), [`LockError::PermissionDenied`] for refused credentials.
 pub async fn open<S: lock_core::backend::Store>(
     config: S::Config,
     options: LockerOptions,

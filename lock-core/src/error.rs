@@ -17,6 +17,8 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 /// [`InvalidConfig`](Self::InvalidConfig)), decide whether to wait longer
 /// ([`Timeout`](Self::Timeout)), stop relying on the lock
 /// ([`Lost`](Self::Lost)), retry later ([`Unavailable`](Self::Unavailable)),
+/// fix the credentials or permissions
+/// ([`PermissionDenied`](Self::PermissionDenied)),
 /// choose another way ([`NotSupported`](Self::NotSupported)), or report a
 /// bug or misconfiguration ([`Backend`](Self::Backend)).
 ///
@@ -105,6 +107,18 @@ pub enum LockError {
         #[source]
         source: Option<BoxError>,
     },
+    /// The store refused the credentials, or they do not allow what the
+    /// lock needs: a wrong user name or password, an ACL that denies a
+    /// command or a key, a lock directory this user may not write. Not
+    /// retriable: fix the credentials, the ACL or the permissions.
+    #[error("permission denied: {message}")]
+    PermissionDenied {
+        /// Who refused what, and what to change; without credentials.
+        message: String,
+        /// The client library's error.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// Any other failure reported by the store or its client.
     #[error("backend error: {message}")]
     Backend {
@@ -157,6 +171,15 @@ impl LockError {
         }
     }
 
+    /// A [`PermissionDenied`](Self::PermissionDenied) error wrapping a
+    /// client error.
+    pub fn permission_denied(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::PermissionDenied {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
     /// A [`Backend`](Self::Backend) error wrapping a client error.
     pub fn backend(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
         Self::Backend {
@@ -174,7 +197,9 @@ impl LockError {
     }
 
     /// True for errors worth retrying later with the same input
-    /// ([`Unavailable`](Self::Unavailable) only).
+    /// ([`Unavailable`](Self::Unavailable) only; not
+    /// [`PermissionDenied`](Self::PermissionDenied), which needs other
+    /// credentials or permissions).
     pub fn is_retriable(&self) -> bool {
         matches!(self, Self::Unavailable { .. })
     }

@@ -49,7 +49,7 @@ pub const LOSSES_TOTAL: &str = "distlock_losses_total";
 pub const RENEWALS_TOTAL: &str = "distlock_renewals_total";
 /// Counter: errors from the store while acquiring, renewing or releasing;
 /// label `error` = `unavailable`, `backend`, `invalid_config`,
-/// `not_supported` or `other`.
+/// `permission_denied`, `not_supported` or `other`.
 pub const STORE_ERRORS_TOTAL: &str = "distlock_store_errors_total";
 /// Gauge: locks held now (taken and neither released nor lost).
 pub const LOCKS_HELD: &str = "distlock_locks_held";
@@ -248,6 +248,7 @@ pub(crate) const SERIES: &[(&str, crate::metric_keys::Extra)] = &[
     (STORE_ERRORS_TOTAL, Some(("error", "unavailable"))),
     (STORE_ERRORS_TOTAL, Some(("error", "backend"))),
     (STORE_ERRORS_TOTAL, Some(("error", "invalid_config"))),
+    (STORE_ERRORS_TOTAL, Some(("error", "permission_denied"))),
     (STORE_ERRORS_TOTAL, Some(("error", "not_supported"))),
     (STORE_ERRORS_TOTAL, Some(("error", "other"))),
     (LOCKS_HELD, None),
@@ -261,6 +262,7 @@ fn error_kind(error: &LockError) -> Option<&'static str> {
         LockError::Unavailable { .. } => "unavailable",
         LockError::Backend { .. } => "backend",
         LockError::InvalidConfig { .. } => "invalid_config",
+        LockError::PermissionDenied { .. } => "permission_denied",
         LockError::NotSupported { .. } => "not_supported",
         LockError::Lost { .. } | LockError::Timeout { .. } => return None,
         _ => "other",
@@ -389,6 +391,7 @@ mod tests {
             LockError::unavailable("x", "y"),
             LockError::backend("x", "y"),
             LockError::invalid_config("x"),
+            LockError::permission_denied("x", "y"),
             LockError::not_supported("mem", "x"),
             LockError::InvalidKey {
                 reason: String::new(),

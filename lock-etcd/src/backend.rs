@@ -63,10 +63,11 @@ impl Shared {
 }
 
 impl EtcdBackend {
-    /// Connects to the cluster `config` describes. Without credentials no
-    /// request is made yet (an unreachable cluster shows on first use as
-    /// [`LockError::Unavailable`]); with credentials, authentication
-    /// happens here and wrong ones fail with [`LockError::InvalidConfig`].
+    /// Connects to the cluster `config` describes, reaching a member at
+    /// once (see [`EtcdConfig::connect`]): an unreachable cluster fails
+    /// here with [`LockError::Unavailable`], a URL that points at another
+    /// server or TLS that cannot work with [`LockError::InvalidConfig`],
+    /// refused credentials with [`LockError::PermissionDenied`].
     pub async fn connect(config: EtcdConfig) -> Result<Self, LockError> {
         let client = config.connect().await?;
         let shared = Shared {

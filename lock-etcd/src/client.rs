@@ -6,6 +6,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use lock_core::backend::diagnose::root_cause;
 use lock_core::backend::Backoff;
 use lock_core::LockError;
 
@@ -25,14 +26,18 @@ impl EtcdConfig {
     /// too. For tools that talk to the same servers with raw commands,
     /// such as benchmarks.
     ///
-    /// Authenticates at once when a user is configured, so wrong
-    /// credentials fail here; otherwise connections are made on first
-    /// use.
+    /// Reaches the cluster at once: authenticates when a user is
+    /// configured, else asks a member for its status (any answer will
+    /// do), retrying across endpoints within the connect timeout. A
+    /// single endpoint that cannot be reached is not retried.
     ///
     /// # Errors
     ///
-    /// [`LockError::InvalidConfig`] for refused credentials,
-    /// [`LockError::Unavailable`] when no endpoint can be reached.
+    /// [`LockError::PermissionDenied`] for refused credentials;
+    /// [`LockError::Unavailable`] when no endpoint can be reached, and
+    /// [`LockError::InvalidConfig`] when the endpoints are not etcd (or
+    /// not TLS as the URL says, or the TLS handshake fails), each naming
+    /// the endpoints, what failed and what to try.
     pub async fn connect(&self) -> Result<Client, LockError> {
         let mut options = ConnectOptions::new()
             .with_connect_timeout(self.connect_timeout)
@@ -61,44 +66,88 @@ impl EtcdConfig {
             }
             options = options.with_tls(tls_options);
         }
-        let endpoints = self.endpoints.join(",");
-        let mut context = format!("cannot connect to etcd at {endpoints}");
-        if self.tls.as_ref().is_some_and(|tls| tls.identity.is_none()) {
-            // A server with --client-cert-auth just drops the connection.
-            context.push_str(" (no client certificate given: if the server requires one, set tls_cert_file and tls_key_file)");
+        let context = format!("cannot connect to etcd at {}", self.endpoints.join(", "));
+        let connected = match Client::connect(&self.endpoints, Some(options)).await {
+            Ok(client) if self.user.is_some() => Ok(client),
+            Ok(client) => self.reach(&client, &context).await.map(|()| client),
+            Err(error) => Err(map_error(&context, error)),
+        };
+        match connected {
+            Ok(client) => Ok(client),
+            Err(error) => Err(crate::diagnosis::explain(self, error).await),
         }
-        Client::connect(&self.endpoints, Some(options))
-            .await
-            .map_err(|e| map_error(&context, e))
     }
+
+    /// Asks the cluster for a member's status until one answers (with
+    /// anything, even a refusal: it was reached) or the connect timeout
+    /// passes; with one endpoint, a failure to reach it ends at once.
+    async fn reach(&self, client: &Client, context: &str) -> Result<(), LockError> {
+        let deadline = Instant::now() + self.connect_timeout;
+        let bound = self.connect_timeout + self.response_timeout;
+        let mut pauses = Backoff::exponential(FIRST_RETRY, LONGEST_RETRY).delays();
+        loop {
+            let mut maintenance = client.maintenance_client();
+            let error = match tokio::time::timeout(bound, maintenance.status()).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(error)) if answered(&error) => return Ok(()),
+                Ok(Err(error)) => map_error(context, error),
+                Err(_) => LockError::Unavailable {
+                    message: format!("{context}: no answer within {bound:?}"),
+                    source: None,
+                },
+            };
+            match pauses.next() {
+                Some(pause) if self.endpoints.len() > 1 && Instant::now() + pause < deadline => {
+                    tokio::time::sleep(pause).await;
+                }
+                _ => return Err(error),
+            }
+        }
+    }
+}
+
+/// True when `error` is a member's answer (a gRPC status the server
+/// sent), not the client's failure to reach one: the client's own
+/// failures carry their cause as a source.
+fn answered(error: &etcd_client::Error) -> bool {
+    matches!(error, etcd_client::Error::GRpcStatus(status) if status.source().is_none())
 }
 
 /// Classifies an `etcd-client` error: unreachable members, timeouts and
 /// elections are [`LockError::Unavailable`] (retriable); refused
-/// credentials are [`LockError::InvalidConfig`]; the rest is
-/// [`LockError::Backend`]. The message names `context` and the whole
-/// cause chain (a TLS failure is buried a few levels down).
+/// credentials and denied permissions are [`LockError::PermissionDenied`];
+/// the rest is [`LockError::Backend`]. The message names `context` and the
+/// cause in plain words (the member's own message, or the client's
+/// failure by its root cause), never the client's internals.
 pub(crate) fn map_error(context: &str, error: etcd_client::Error) -> LockError {
     use etcd_client::Error as E;
-    let message = format!("{context}: {}", chain(&error));
+    let message = format!("{context}: {}", in_words(&error));
     let retriable = match &error {
         E::GRpcStatus(status) => {
-            if status.message().contains("authentication failed") {
-                return LockError::invalid_config(format!(
-                    "{context}: etcd refused the user name or password ({})",
-                    status.message()
-                ));
-            }
-            if status.code() as i32 == PERMISSION_DENIED {
-                return LockError::invalid_config(format!(
-                    "{context}: etcd denied permission ({}): give a user and password \
-                     whose role may read and write keys under `{}/`",
-                    status.message(),
-                    crate::keys::ROOT
-                ));
-            }
             // tonic is not a direct dependency: compare the numeric gRPC codes.
-            is_retriable_code(status.code() as i32)
+            let code = status.code() as i32;
+            if status.message().contains("authentication failed") || code == UNAUTHENTICATED {
+                return LockError::permission_denied(
+                    format!(
+                        "{context}: etcd refused the user name or password ({}): check them \
+                         in the URL",
+                        status.message()
+                    ),
+                    error,
+                );
+            }
+            if code == PERMISSION_DENIED {
+                return LockError::permission_denied(
+                    format!(
+                        "{context}: etcd denied permission ({}): give a user and password \
+                         whose role may read and write keys under `{}/`",
+                        status.message(),
+                        crate::keys::ROOT
+                    ),
+                    error,
+                );
+            }
+            is_retriable_code(code)
         }
         E::TransportError(_) | E::IoError(_) | E::WatchError(_) => true,
         // "lease not found" is not retriable; a closed stream is.
@@ -112,8 +161,23 @@ pub(crate) fn map_error(context: &str, error: etcd_client::Error) -> LockError {
     }
 }
 
+/// The cause of `error` in plain words: a member's status message, with
+/// the client's root cause when the client made the status itself
+/// ("tcp connect error: connection refused").
+fn in_words(error: &etcd_client::Error) -> String {
+    match error {
+        etcd_client::Error::GRpcStatus(status) => match root_cause(status) {
+            Some(cause) if status.source().is_some() => format!("{}: {cause}", status.message()),
+            _ => status.message().to_owned(),
+        },
+        other => root_cause(other).unwrap_or_else(|| other.to_string()),
+    }
+}
+
 /// gRPC's code for "permission denied".
 const PERMISSION_DENIED: i32 = 7;
+/// gRPC's code for "unauthenticated" (no or an expired token).
+const UNAUTHENTICATED: i32 = 16;
 
 /// True for etcd's "requested lease not found": a write attached to a lease
 /// that was revoked or expired before this process noticed.
@@ -147,19 +211,6 @@ fn is_retriable_code(code: i32) -> bool {
         code,
         CANCELLED | UNKNOWN | DEADLINE_EXCEEDED | ABORTED | UNAVAILABLE
     )
-}
-
-/// `error` and its sources, joined with `: `, without repeats.
-fn chain(error: &dyn StdError) -> String {
-    let causes = std::iter::successors(error.source(), |&cause| cause.source());
-    causes.fold(error.to_string(), |text, cause| {
-        let shown = cause.to_string();
-        if text.contains(&shown) {
-            text
-        } else {
-            format!("{text}: {shown}")
-        }
-    })
 }
 
 /// Runs `op` until it succeeds, fails with a non-retriable error, or the

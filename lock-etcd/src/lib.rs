@@ -8,6 +8,7 @@
 mod backend;
 mod client;
 mod config;
+mod diagnosis;
 mod held;
 mod keys;
 mod names;

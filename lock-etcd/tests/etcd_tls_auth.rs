@@ -135,7 +135,7 @@ async fn a_wrong_password_is_refused_clearly() {
     let error = connect(&url).await.unwrap_err();
     let text = error.to_string();
     assert!(
-        matches!(error, LockError::InvalidConfig { .. }),
+        matches!(error, LockError::PermissionDenied { .. }),
         "{error:?}"
     );
     assert!(text.contains("refused the user name or password"), "{text}");
@@ -152,7 +152,7 @@ async fn no_credentials_are_refused_clearly() {
     let error = locker.try_lock("k").await.unwrap_err();
     let text = error.to_string();
     assert!(
-        matches!(error, LockError::InvalidConfig { .. }),
+        matches!(error, LockError::PermissionDenied { .. }),
         "{error:?}"
     );
     assert!(
@@ -177,6 +177,14 @@ async fn a_missing_client_certificate_is_refused_clearly() {
     let query = format!("ca_file={}", pki.ca.display());
     let error = connect(&root_url(server, &query)).await.unwrap_err();
     let text = error.to_string();
-    assert!(text.contains("no client certificate given"), "{text}");
+    assert!(
+        matches!(error, LockError::InvalidConfig { .. }),
+        "{error:?}"
+    );
+    assert!(
+        text.contains("the server requires a client certificate")
+            && text.contains("set tls_cert_file and tls_key_file"),
+        "{text}"
+    );
     assert!(!text.contains(PASSWORD), "{text}");
 }

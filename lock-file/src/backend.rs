@@ -20,6 +20,7 @@ use crate::attempt::{attempt, Taken};
 use crate::config::{FileConfig, FILE_SCHEME};
 use crate::create::{Disk, Sharing};
 use crate::default_dir::writable;
+use crate::errors;
 use crate::held::FileHeld;
 use crate::names;
 use crate::permits;
@@ -67,17 +68,13 @@ impl FileBackend {
     /// directory keeps its mode. Where others may write to the directory
     /// (`o+w`, or `g+w`), everything created in it is made usable by them
     /// too (see the crate docs, *Sharing a directory between users*).
-    /// Fails with [`LockError::InvalidConfig`] naming the path and the
-    /// problem when it is not a directory, cannot be created, or is not
-    /// writable.
+    /// Fails naming the path and the problem: with
+    /// [`LockError::PermissionDenied`] when this user may not create or
+    /// write it (saying who owns it), with [`LockError::InvalidConfig`]
+    /// when it is not a directory or cannot be used otherwise.
     pub fn open(config: FileConfig) -> Result<Self, LockError> {
         let dir = &config.dir;
-        let problem = |what: &str, error: &dyn std::fmt::Display| {
-            LockError::invalid_config(format!(
-                "lock directory `{}` {what}: {error}",
-                dir.display()
-            ))
-        };
+        let problem = |what: &str, error: &io::Error| errors::dir_error(dir, what, error);
         match fs::metadata(dir) {
             Ok(meta) if meta.is_dir() => {}
             Ok(_) => {
@@ -122,7 +119,7 @@ impl FileBackend {
     }
 
     fn io_error(&self, what: &str, path: &Path, error: io::Error) -> LockError {
-        LockError::backend(format!("{what} `{}`: {error}", path.display()), error)
+        errors::io_error(what, path, error)
     }
 
     /// The holder of the lock file `path`: owner, token and value of the

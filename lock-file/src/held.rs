@@ -38,7 +38,7 @@ impl FileHeld {
     }
 
     fn io_error(&self, what: &str, error: std::io::Error) -> LockError {
-        LockError::backend(format!("{what} `{}`: {error}", self.path.display()), error)
+        crate::errors::io_error(what, &self.path, error)
     }
 
     /// Lets go of the hold (removing the name's files if that frees the

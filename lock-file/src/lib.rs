@@ -14,6 +14,7 @@ mod config;
 mod counter;
 mod create;
 mod default_dir;
+mod errors;
 mod exclusive;
 mod held;
 mod lockfile;

@@ -209,7 +209,7 @@ impl FileWatch {
     }
 
     fn io_error(&self, what: &str, error: std::io::Error) -> LockError {
-        LockError::backend(format!("{what} `{}`: {error}", self.dir.display()), error)
+        crate::errors::io_error(what, &self.dir, error)
     }
 }
 

@@ -60,15 +60,29 @@ impl Inner {
 impl RedisBackend {
     /// Connects through `conn` (one instance, a cluster or a sentinel's
     /// master, as `config` says) and checks that it answers. Fails with
-    /// [`LockError::Unavailable`] if it does not, [`LockError::InvalidConfig`]
-    /// for bad credentials.
+    /// [`LockError::Unavailable`] if it does not, naming the host and why,
+    /// [`LockError::InvalidConfig`] if the URL points at a server that is
+    /// not Redis (or not TLS as the URL says), and
+    /// [`LockError::PermissionDenied`] for refused credentials.
     pub(crate) async fn connect(conn: Conn, config: RedisConfig) -> Result<Self, LockError> {
         let timeouts = Timeouts::new(&config);
         let what = match &config.master_name {
             Some(name) => format!("connect to the Redis master `{name}` named by the sentinels"),
             None => format!("connect to Redis at {}", config.nodes[0]),
         };
-        let _: String = conn.query(timeouts, &what, &redis::cmd("PING")).await?;
+        let pinged = conn
+            .query::<String>(timeouts, &what, &redis::cmd("PING"))
+            .await;
+        if let Err(error) = pinged {
+            // A sentinel's master was diagnosed when the sentinels named it.
+            return Err(match conn {
+                Conn::Sentinel(_) => error,
+                _ => {
+                    let protocol = crate::diagnosis::protocol(&config);
+                    crate::diagnosis::explain(&config, protocol, &config.nodes, error).await
+                }
+            });
+        }
         conn.preload_scripts(timeouts).await;
         // Classic PUBLISH reaches every node of a cluster, but a message
         // that crosses the cluster bus sometimes arrives ~40 ms late
@@ -80,7 +94,7 @@ impl RedisBackend {
             _ => Listener::new(&config, &config.nodes)?,
         };
         let counters = match &conn {
-            Conn::Cluster(_) => Counters::PerSlot,
+            Conn::Cluster(..) => Counters::PerSlot,
             _ => Counters::PerNamespace,
         };
         let renewer = Renewer::start(ConnTarget {

@@ -28,10 +28,11 @@ const RECONNECT_RETRIES: usize = 2;
 /// share the underlying multiplexed connection).
 #[derive(Clone)]
 pub(crate) enum Conn {
-    /// One server, reconnecting by itself.
-    Single(ConnectionManager),
-    /// A cluster, routing by key slot.
-    Cluster(ClusterConnection),
+    /// One server, reconnecting by itself; and where it is, for errors
+    /// (`Redis at host:port`).
+    Single(ConnectionManager, Arc<str>),
+    /// A cluster, routing by key slot; and its seeds, for errors.
+    Cluster(ClusterConnection, Arc<str>),
     /// The master Redis Sentinel names, followed across failovers.
     Sentinel(Arc<MasterLink>),
 }
@@ -158,8 +159,10 @@ impl RedisConfig {
     /// # Errors
     ///
     /// [`LockError::Unavailable`] if no seed node answers within twice the
-    /// connect and response timeouts; [`LockError::InvalidConfig`] if the
-    /// client library refuses the settings.
+    /// connect and response timeouts, naming the seeds and why;
+    /// [`LockError::InvalidConfig`] if the client library refuses the
+    /// settings or the seeds are not Redis (or not TLS as the URL says);
+    /// [`LockError::PermissionDenied`] for refused credentials.
     pub async fn cluster_connection(&self) -> Result<ClusterConnection, LockError> {
         use redis::cluster::{ClusterClientBuilder, ClusterConfig};
         let mut builder = ClusterClientBuilder::new(self.nodes.iter().map(|n| {
@@ -192,14 +195,16 @@ impl RedisConfig {
             .set_connection_timeout(self.connect_timeout)
             .set_response_timeout(self.response_timeout);
         let connecting = client.get_async_connection_with_config(cluster_config);
-        match tokio::time::timeout(Timeouts::new(self).overall * 2, connecting).await {
-            Ok(Ok(conn)) => Ok(conn),
-            Ok(Err(e)) => Err(map_error(&format!("connect to Redis Cluster {seeds}"), e)),
-            Err(_) => Err(LockError::Unavailable {
+        let error = match tokio::time::timeout(Timeouts::new(self).overall * 2, connecting).await {
+            Ok(Ok(conn)) => return Ok(conn),
+            Ok(Err(e)) => map_error(&format!("connect to Redis Cluster {seeds}"), e),
+            Err(_) => LockError::Unavailable {
                 message: format!("connect to Redis Cluster {seeds}: timed out"),
                 source: None,
-            }),
-        }
+            },
+        };
+        let protocol = crate::diagnosis::protocol(self);
+        Err(crate::diagnosis::explain(self, protocol, &self.nodes, error).await)
     }
 }
 
@@ -321,8 +326,8 @@ impl Conn {
     ) -> Result<T, LockError> {
         let attempt = async {
             let (mut link, watch) = match self {
-                Conn::Single(c) => (Link::Manager(c.clone()), None),
-                Conn::Cluster(c) => (Link::Cluster(c.clone()), None),
+                Conn::Single(c, _) => (Link::Manager(c.clone()), None),
+                Conn::Cluster(c, _) => (Link::Cluster(c.clone()), None),
                 Conn::Sentinel(master) => {
                     let (c, watch) = master.connection().await?;
                     (Link::Manager(c), Some(watch))
@@ -332,9 +337,41 @@ impl Conn {
             if let Some(watch) = watch {
                 watch.settle(&result);
             }
-            result.map_err(|e| map_error(what, e))
+            result.map_err(|e| self.located(map_error(what, e)))
         };
         within(what, timeouts, attempt).await
+    }
+
+    /// A single server on `node`, named in its errors.
+    pub(crate) fn single(manager: ConnectionManager, node: &HostPort) -> Self {
+        Conn::Single(manager, format!("Redis at {node}").into())
+    }
+
+    /// A cluster behind `seeds`, named in its errors.
+    pub(crate) fn cluster(connection: ClusterConnection, seeds: &[HostPort]) -> Self {
+        let seeds: Vec<String> = seeds.iter().map(ToString::to_string).collect();
+        Conn::Cluster(
+            connection,
+            format!("Redis Cluster {}", seeds.join(",")).into(),
+        )
+    }
+
+    /// `error`, saying which server refused, when the refusal is about
+    /// permissions (a mistake in the URL or the server's ACL, so the
+    /// reader needs to know which server); other errors pass unchanged.
+    fn located(&self, error: LockError) -> LockError {
+        let LockError::PermissionDenied { message, source } = error else {
+            return error;
+        };
+        let place = match self {
+            Conn::Single(_, place) | Conn::Cluster(_, place) => place.to_string(),
+            Conn::Sentinel(master) => master.place(),
+        };
+        let message = match message.contains(place.trim_start_matches("Redis at ")) {
+            true => message,
+            false => format!("{place}: {message}"),
+        };
+        LockError::PermissionDenied { message, source }
     }
 
     /// Runs a raw command, bounded by `timeouts`.
@@ -385,8 +422,8 @@ impl Conn {
     /// of them on a single instance, one group per slot on a cluster.
     pub(crate) fn script_groups<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Vec<usize>> {
         match self {
-            Conn::Single(_) | Conn::Sentinel(_) => vec![(0..keys.len()).collect()],
-            Conn::Cluster(_) => {
+            Conn::Single(..) | Conn::Sentinel(_) => vec![(0..keys.len()).collect()],
+            Conn::Cluster(..) => {
                 let mut groups: HashMap<Route, Vec<usize>> = HashMap::new();
                 for (i, key) in keys.iter().enumerate() {
                     groups
@@ -424,9 +461,10 @@ fn config_error(node: &HostPort, error: RedisError) -> LockError {
 
 /// Maps a client error: network trouble, timeouts and a server that is
 /// loading, failing over, down or (no longer) a replica are `Unavailable`
-/// (retriable); refused
-/// credentials or permissions are `InvalidConfig` (the URL must change);
-/// the rest is `Backend`. Client errors carry no credentials.
+/// (retriable); refused credentials or permissions are `PermissionDenied`
+/// (the credentials or the user's ACL must change); the rest is
+/// `Backend`. Messages say the cause in plain words; client errors carry
+/// no credentials.
 pub(crate) fn map_error(what: &str, error: RedisError) -> LockError {
     use redis::{ErrorKind, ServerErrorKind};
     let unavailable = error.is_io_error()
@@ -446,18 +484,39 @@ pub(crate) fn map_error(what: &str, error: RedisError) -> LockError {
                         | ServerErrorKind::Ask
                 )
         );
-    let message = format!("{what}: {error}");
+    let message = format!("{what}: {}", in_words(&error));
     if unavailable {
         LockError::unavailable(message, error)
     } else if matches!(error.kind(), ErrorKind::AuthenticationFailed)
-        || matches!(error.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
-        || denied_inside_a_script(&error)
+        || matches!(error.code(), Some("WRONGPASS" | "NOAUTH"))
     {
-        LockError::invalid_config(format!(
-            "{message} (the server refused the user name or password, or the user's permissions)"
-        ))
+        LockError::permission_denied(
+            format!(
+                "{message} (the server refused the user name or password: check them in the URL)"
+            ),
+            error,
+        )
+    } else if error.code() == Some("NOPERM") || denied_inside_a_script(&error) {
+        LockError::permission_denied(
+            format!(
+                "{message} (the user's ACL does not allow what the lock needs: grant the \
+                 commands and key patterns the lock-redis README lists)"
+            ),
+            error,
+        )
     } else {
         LockError::backend(message, error)
+    }
+}
+
+/// A client error in plain words: an I/O error by its kind ("connection
+/// refused"), anything else as the client says it.
+fn in_words(error: &RedisError) -> String {
+    match error.is_io_error() {
+        true => {
+            lock_core::backend::diagnose::root_cause(error).unwrap_or_else(|| error.to_string())
+        }
+        false => error.to_string(),
     }
 }
 

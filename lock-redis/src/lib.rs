@@ -9,6 +9,7 @@ mod backend;
 mod config;
 mod conn;
 mod counter;
+mod diagnosis;
 mod grants;
 mod held;
 mod keys;
@@ -69,11 +70,13 @@ impl Store for RedisStore {
     async fn open(config: RedisConfig) -> Result<Arc<dyn Backend>, LockError> {
         Ok(match config.topology {
             Topology::Single => {
-                let conn = conn::Conn::Single(config.connection_manager(&config.nodes[0])?);
+                let manager = config.connection_manager(&config.nodes[0])?;
+                let conn = conn::Conn::single(manager, &config.nodes[0]);
                 Arc::new(RedisBackend::connect(conn, config).await?)
             }
             Topology::Cluster => {
-                let conn = conn::Conn::Cluster(config.cluster_connection().await?);
+                let cluster = config.cluster_connection().await?;
+                let conn = conn::Conn::cluster(cluster, &config.nodes);
                 Arc::new(RedisBackend::connect(conn, config).await?)
             }
             Topology::Sentinel => {

@@ -44,12 +44,12 @@ pub(crate) async fn purge(
     let pattern = pattern(namespace);
     let mut removed = 0;
     match conn {
-        Conn::Cluster(_) => {
+        Conn::Cluster(..) => {
             for slot in master_slots(conn, timeouts).await? {
                 removed += purge_on(conn, timeouts, &pattern, slot).await?;
             }
         }
-        Conn::Single(_) | Conn::Sentinel(_) => {
+        Conn::Single(..) | Conn::Sentinel(_) => {
             removed += purge_on(conn, timeouts, &pattern, 0).await?;
         }
     }

@@ -24,6 +24,7 @@ use tokio::sync::watch;
 
 use crate::config::RedisConfig;
 use crate::conn::{self, Timeouts};
+use crate::diagnosis::{self, detail};
 
 /// The connection to the master the sentinels name, re-resolved after a
 /// failure. Shared by every command of a backend.
@@ -69,6 +70,16 @@ impl MasterLink {
             resolving: tokio::sync::Mutex::new(()),
             address: watch::Sender::new(None),
         }))
+    }
+
+    /// Where commands go, for errors: the master's name and its address
+    /// if one was found.
+    pub(crate) fn place(&self) -> String {
+        let name = &self.master_name;
+        match &self.current().master {
+            Some((addr, _)) => format!("Redis master `{name}` at {addr}"),
+            None => format!("Redis master `{name}`"),
+        }
     }
 
     /// The master's address each time the link moves to a new one.
@@ -148,15 +159,15 @@ impl MasterLink {
                 Ok(Some(addr)) if tried.contains(&addr) => {}
                 Ok(Some(addr)) => match self.open_master(&addr).await {
                     Ok(master) => return Ok(master),
-                    Err(e @ LockError::InvalidConfig { .. }) => return Err(e),
+                    Err(e) if is_final(&e) => return Err(e),
                     Err(e) => {
-                        problems.push(format!("{sentinel} named {addr}: {e}"));
+                        problems.push(format!("{sentinel} named {addr}: {}", detail(&e)));
                         tried.push(addr);
                     }
                 },
                 Ok(None) => unknown += 1,
-                Err(e @ LockError::InvalidConfig { .. }) => return Err(e),
-                Err(e) => problems.push(e.to_string()),
+                Err(e) if is_final(&e) => return Err(e),
+                Err(e) => problems.push(detail(&e)),
             }
         }
         let name = &self.master_name;
@@ -186,13 +197,19 @@ impl MasterLink {
             .arg(&self.master_name)
             .to_owned();
         let what = format!("ask sentinel {sentinel}");
-        let reply: Option<(String, u16)> = conn::bounded(
+        let asked = conn::bounded(
             &what,
             Timeouts::new(&self.config),
-            question.query_async(&mut manager),
+            question.query_async::<Option<(String, u16)>>(&mut manager),
         )
-        .await?;
-        Ok(reply.map(|(host, port)| HostPort::new(host, port)))
+        .await;
+        match asked {
+            Ok(reply) => Ok(reply.map(|(host, port)| HostPort::new(host, port))),
+            Err(error) => {
+                let nodes = std::slice::from_ref(sentinel);
+                Err(diagnosis::explain(&self.config, &diagnosis::SENTINEL, nodes, error).await)
+            }
+        }
     }
 
     /// A connection to `addr` once `ROLE` says it is a master (the current
@@ -211,12 +228,20 @@ impl MasterLink {
             None => self.config.connection_manager(addr)?,
         };
         let what = format!("ask {addr} for its role");
-        let role: Vec<Value> = conn::bounded(
+        let asked = conn::bounded(
             &what,
             Timeouts::new(&self.config),
-            redis::cmd("ROLE").query_async(&mut manager),
+            redis::cmd("ROLE").query_async::<Vec<Value>>(&mut manager),
         )
-        .await?;
+        .await;
+        let role = match asked {
+            Ok(role) => role,
+            Err(error) => {
+                let protocol = diagnosis::protocol(&self.config);
+                let nodes = std::slice::from_ref(addr);
+                return Err(diagnosis::explain(&self.config, protocol, nodes, error).await);
+            }
+        };
         match role.first() {
             Some(Value::BulkString(role)) if role == b"master" => Ok((addr.clone(), manager)),
             _ => Err(LockError::Unavailable {
@@ -225,6 +250,15 @@ impl MasterLink {
             }),
         }
     }
+}
+
+/// An error that ends the search for the master at once: the URL or the
+/// credentials must change, asking elsewhere will not help.
+fn is_final(error: &LockError) -> bool {
+    matches!(
+        error,
+        LockError::InvalidConfig { .. } | LockError::PermissionDenied { .. }
+    )
 }
 
 /// A command's use of the master's connection: unless told it went well,

@@ -1,7 +1,7 @@
 //! Redis ACL users: a user with the rights distlock needs takes, waits for
 //! and hands over locks; a user denied a command distlock needs gets a
-//! clear configuration error at once (naming the user's permissions, not
-//! the password), never a hang nor a retried "unavailable".
+//! clear permission error at once (naming the server and the user's ACL,
+//! not the password), never a hang nor a retried "unavailable".
 
 mod common;
 
@@ -86,11 +86,12 @@ async fn a_user_denied_scripts_gets_a_clear_error_at_once() {
     let refused = locks.try_lock("k").await;
     let error = refused.expect_err("a user without scripts took a lock");
     assert!(
-        matches!(error, LockError::InvalidConfig { .. }),
+        matches!(error, LockError::PermissionDenied { .. }),
         "{error:?}"
     );
     let text = error.to_string();
-    assert!(text.contains("permissions"), "{text}");
+    assert!(text.contains("ACL does not allow"), "{text}");
+    assert!(text.contains("Redis at 127.0.0.1:"), "{text}");
     assert!(!text.contains("pw-noscripts"), "{text}");
     assert!(
         started.elapsed() < Duration::from_secs(1),
@@ -113,10 +114,10 @@ async fn a_command_denied_inside_a_script_is_a_clear_error_too() {
         .await
         .expect_err("a script ran a denied command");
     assert!(
-        matches!(error, LockError::InvalidConfig { .. }),
+        matches!(error, LockError::PermissionDenied { .. }),
         "{error:?}"
     );
-    assert!(error.to_string().contains("permissions"), "{error}");
+    assert!(error.to_string().contains("ACL does not allow"), "{error}");
 }
 
 /// A user confined to one namespace's keys (`~distlock:{tenant:*`: every
@@ -178,9 +179,9 @@ async fn a_user_confined_to_a_namespace_locks_there_and_nowhere_else() {
         .await
         .expect_err("a lock outside the user's keys");
     assert!(
-        matches!(error, LockError::InvalidConfig { .. }),
+        matches!(error, LockError::PermissionDenied { .. }),
         "{error:?}"
     );
-    assert!(error.to_string().contains("permissions"), "{error}");
+    assert!(error.to_string().contains("ACL does not allow"), "{error}");
     assert!(started.elapsed() < Duration::from_secs(1));
 }

@@ -108,12 +108,12 @@ async fn the_password_can_also_be_an_option() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_wrong_password_is_refused_as_bad_configuration() {
+async fn a_wrong_password_is_refused_as_permission_denied() {
     let (server, pki) = secure_server().await;
     let wrong = ":not-the-password@";
     let error = refused(&url(server, wrong, &tls_files(pki, &pki.ca, true))).await;
     assert!(
-        matches!(error, LockError::InvalidConfig { .. }),
+        matches!(error, LockError::PermissionDenied { .. }),
         "{error:?}"
     );
     let text = error.to_string();
@@ -131,8 +131,16 @@ async fn an_untrusted_server_certificate_is_refused() {
         &tls_files(pki, &pki.other_ca, true),
     ))
     .await;
-    let text = error.to_string().to_lowercase();
-    assert!(text.contains("certificate"), "{text}");
+    assert!(
+        matches!(error, LockError::InvalidConfig { .. }),
+        "{error:?}"
+    );
+    let text = error.to_string();
+    assert!(
+        text.contains("the server's certificate is not signed by a CA we trust")
+            && text.contains("set tls_ca_file"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,7 +149,13 @@ async fn a_missing_client_certificate_is_refused() {
     let user_info = format!(":{PASSWORD}@");
     let error = refused(&url(server, &user_info, &tls_files(pki, &pki.ca, false))).await;
     assert!(
-        error.is_retriable() || matches!(error, LockError::Backend { .. }),
+        matches!(error, LockError::InvalidConfig { .. }),
         "{error:?}"
+    );
+    let text = error.to_string();
+    assert!(
+        text.contains("the server requires a client certificate")
+            && text.contains("set tls_cert_file and tls_key_file"),
+        "{text}"
     );
 }

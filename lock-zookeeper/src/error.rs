@@ -8,20 +8,26 @@ use zookeeper_client::Error as ZkError;
 ///
 /// * the connection or session failed → [`LockError::Unavailable`]
 ///   (retriable; a session that expired is replaced on the next call);
-/// * the server refused our credentials or ACLs → [`LockError::InvalidConfig`],
-///   saying which credentials to check;
+/// * the server refused our credentials or ACLs →
+///   [`LockError::PermissionDenied`], saying which credentials to check;
 /// * anything else → [`LockError::Backend`].
 pub(crate) fn map(what: &str, error: ZkError) -> LockError {
     match error {
-        ZkError::NoAuth => LockError::invalid_config(format!(
-            "ZooKeeper refused to {what}: not authorized. Nodes created with digest \
-             credentials are only accessible with the same user:password; check the \
-             credentials in the lock URL"
-        )),
-        ZkError::AuthFailed => LockError::invalid_config(format!(
-            "ZooKeeper authentication failed while trying to {what}; check the credentials \
-             in the lock URL"
-        )),
+        ZkError::NoAuth => LockError::permission_denied(
+            format!(
+                "ZooKeeper refused to {what}: not authorized. Nodes created with digest \
+                 credentials are only accessible with the same user:password; check the \
+                 credentials in the lock URL"
+            ),
+            error,
+        ),
+        ZkError::AuthFailed => LockError::permission_denied(
+            format!(
+                "ZooKeeper authentication failed while trying to {what}; check the \
+                 credentials in the lock URL"
+            ),
+            error,
+        ),
         error if is_unavailable(&error) => {
             LockError::unavailable(format!("ZooKeeper could not {what}"), error)
         }
@@ -81,7 +87,11 @@ mod tests {
         assert!(map("x", ZkError::SessionExpired).is_retriable());
         assert!(matches!(
             map("x", ZkError::NoAuth),
-            LockError::InvalidConfig { .. }
+            LockError::PermissionDenied { .. }
+        ));
+        assert!(matches!(
+            map("x", ZkError::AuthFailed),
+            LockError::PermissionDenied { .. }
         ));
         assert!(matches!(
             map("x", ZkError::NodeExists),

@@ -14,6 +14,7 @@ mod config;
 mod confirm;
 mod contended;
 mod delayed;
+mod diagnosis;
 mod error;
 mod held;
 mod holders;
@@ -25,8 +26,6 @@ mod purge;
 mod queue;
 mod session;
 mod tls;
-#[cfg(feature = "tls")]
-mod tls_diagnosis;
 mod value;
 mod watch;
 

@@ -73,8 +73,11 @@ impl ZkConfig {
     /// # Errors
     ///
     /// [`LockError::Unavailable`] when no server accepts a session within
-    /// the connect timeout; [`LockError::InvalidConfig`] when the server
-    /// refuses the credentials.
+    /// the connect timeout, and [`LockError::InvalidConfig`] when the
+    /// hosts are not ZooKeeper (or not TLS as the URL says, or the TLS
+    /// handshake fails), each naming the hosts, what failed and what to
+    /// try; [`LockError::PermissionDenied`] when the server refuses the
+    /// credentials.
     pub async fn connect(&self) -> Result<Client, LockError> {
         let hosts = self.connect_string();
         let mut connector = Client::connector()
@@ -91,28 +94,7 @@ impl ZkConfig {
             Ok(Err(e)) => error::map(&format!("open a session with {hosts}"), e),
             Err(_) => error::disconnected(&hosts, self.connect_timeout),
         };
-        Err(self.tls_reason(error).await)
-    }
-
-    /// `error`, or, when a TLS handshake of our own with the first host
-    /// shows why TLS failed (the client library does not say), an
-    /// [`LockError::InvalidConfig`] naming the reason.
-    async fn tls_reason(&self, error: LockError) -> LockError {
-        #[cfg(feature = "tls")]
-        if let (Some(files), Some(host)) = (&self.tls, self.hosts.first()) {
-            let failure = crate::tls_diagnosis::tls_failure(
-                files.clone(),
-                host.clone(),
-                self.connect_timeout,
-            );
-            if let Some(reason) = failure.await {
-                return LockError::invalid_config(format!(
-                    "ZooKeeper TLS with {host} failed: {reason}; check tls_ca_file, \
-                     tls_cert_file and tls_key_file"
-                ));
-            }
-        }
-        error
+        Err(crate::diagnosis::explain(self, error).await)
     }
 
     /// The ACLs the store creates every node with: readable and writable

@@ -31,7 +31,9 @@ async fn holder_node(owner: &Locker, addr: std::net::SocketAddr, key: &str) -> S
 
 fn assert_not_authorized<T: std::fmt::Debug>(result: Result<T, LockError>, what: &str) {
     match result {
-        Err(LockError::InvalidConfig { reason }) => {
+        Err(LockError::PermissionDenied {
+            message: reason, ..
+        }) => {
             assert!(reason.contains("not authorized"), "{what}: {reason}");
             assert!(reason.contains("credentials"), "{what}: {reason}");
             assert!(
@@ -39,7 +41,7 @@ fn assert_not_authorized<T: std::fmt::Debug>(result: Result<T, LockError>, what:
                 "{what}: {reason}"
             );
         }
-        other => panic!("{what}: expected InvalidConfig, got {other:?}"),
+        other => panic!("{what}: expected PermissionDenied, got {other:?}"),
     }
 }
 

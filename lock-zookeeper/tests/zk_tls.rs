@@ -104,7 +104,7 @@ async fn an_untrusted_server_certificate_is_refused() {
     );
     let text = error.to_string();
     assert!(
-        text.contains("do not trust the server's certificate"),
+        text.contains("the server's certificate is not signed by a CA we trust"),
         "{text}"
     );
     assert!(text.contains("tls_ca_file"), "{text}");

@@ -10,8 +10,10 @@
 //! ([`WakeRegistry`]), [`Backoff`] policies for retrying transient errors,
 //! clean-up that survives a dropped future ([`CleanupOnDrop`],
 //! [`spawn_detached`]), the loss channel ([`loss_channel`]), a due-ordered
-//! queue of delayed work ([`DueQueue`]) and the renewal margin
-//! ([`clock_drift`]).
+//! queue of delayed work ([`DueQueue`]), the renewal margin
+//! ([`clock_drift`]), and finding out why a connection failed
+//! ([`diagnose`]: the host, what failed and what to try, in words every
+//! store shares).
 //!
 //! # Contract
 //!
@@ -49,6 +51,7 @@
 //!   shared loop around a store's [`HolderSource`].
 
 mod backoff;
+pub mod diagnose;
 mod due_queue;
 mod holder_data;
 mod spawn;

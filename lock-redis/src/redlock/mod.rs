@@ -94,28 +94,21 @@ impl RedlockBackend {
         let nodes = config
             .nodes
             .iter()
-            .map(|node| config.connection_manager(node).map(Conn::Single))
+            .map(|node| Ok(Conn::single(config.connection_manager(node)?, node)))
             .collect::<Result<Vec<_>, _>>()?;
         let quorum = config.quorum();
         let ping = redis::cmd("PING");
-        let pings = nodes
-            .iter()
-            .map(|c| c.query::<String>(timeouts, "PING", &ping));
-        let answered = join_all(pings)
-            .await
-            .into_iter()
-            .filter(Result::is_ok)
-            .count();
-        join_all(nodes.iter().map(|node| node.preload_scripts(timeouts))).await;
+        let pings = config.nodes.iter().zip(&nodes).map(|(node, c)| {
+            let what = format!("connect to Redis at {node}");
+            let ping = &ping;
+            async move { c.query::<String>(timeouts, &what, ping).await }
+        });
+        let pinged = join_all(pings).await;
+        let answered = pinged.iter().filter(|ping| ping.is_ok()).count();
         if answered < quorum {
-            return Err(LockError::Unavailable {
-                message: format!(
-                    "only {answered} of {} Redlock masters answered; {quorum} needed",
-                    nodes.len()
-                ),
-                source: None,
-            });
+            return Err(too_few_masters(&config, pinged, quorum).await);
         }
+        join_all(nodes.iter().map(|node| node.preload_scripts(timeouts))).await;
         let listener = Listener::new(&config, &config.nodes)?;
         let renewer = Renewer::start(RedlockTarget {
             nodes: nodes.clone(),
@@ -301,6 +294,49 @@ impl fmt::Debug for RedlockBackend {
             .field("config", &self.inner.config)
             .field("quorum", &self.inner.quorum)
             .finish()
+    }
+}
+
+/// The error for a Redlock whose masters' `PING`s (`pinged`, one per
+/// master in URL order) fell short of `quorum`: refused credentials as
+/// they are, else what failed with the masters that did not answer,
+/// diagnosed.
+async fn too_few_masters(
+    config: &RedisConfig,
+    pinged: Vec<Result<String, LockError>>,
+    quorum: usize,
+) -> LockError {
+    let total = pinged.len();
+    let mut answered = 0;
+    let mut failed = Vec::new();
+    let mut first_error = None;
+    for (node, ping) in config.nodes.iter().zip(pinged) {
+        match ping {
+            Ok(_) => answered += 1,
+            Err(error @ (LockError::PermissionDenied { .. } | LockError::InvalidConfig { .. })) => {
+                return error
+            }
+            Err(error) => {
+                failed.push(node.clone());
+                first_error.get_or_insert(error);
+            }
+        }
+    }
+    let Some(error) = first_error else {
+        return LockError::invalid_config("a Redlock URL names its masters");
+    };
+    let protocol = crate::diagnosis::protocol(config);
+    let explained = crate::diagnosis::explain(config, protocol, &failed, error).await;
+    let message = format!(
+        "only {answered} of {total} Redlock masters answered, {quorum} needed: {}",
+        crate::diagnosis::detail(&explained)
+    );
+    match explained {
+        LockError::InvalidConfig { .. } => LockError::invalid_config(message),
+        _ => LockError::Unavailable {
+            message,
+            source: None,
+        },
     }
 }
 
