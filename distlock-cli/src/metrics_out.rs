@@ -76,18 +76,10 @@ pub(crate) fn write_file(path: &Path) -> Result<(), String> {
     write().map_err(|error| plain_io_error(&error))
 }
 
-/// An I/O error's own words (`No such file or directory`), without the
-/// `(os error 2)` and path decorations some wrappers add.
+/// An I/O error's own words (`no such file or directory`), without the
+/// `(os error 2)` and the temporary file's path some wrappers add.
 fn plain_io_error(error: &std::io::Error) -> String {
-    match error.raw_os_error() {
-        Some(code) => std::io::Error::from_raw_os_error(code)
-            .to_string()
-            .split(" (os error")
-            .next()
-            .unwrap_or_default()
-            .to_owned(),
-        None => error.to_string(),
-    }
+    lock_core::backend::diagnose::io_words(error)
 }
 
 /// What was recorded, as series (the metric name and its labels, as

@@ -62,22 +62,30 @@ fn a_run_writes_its_lock_metrics_when_it_ends() {
 }
 
 #[test]
-fn an_unwritable_metrics_file_is_reported_without_changing_the_exit_code() {
+fn a_metrics_file_that_cannot_be_written_at_the_end_is_reported_without_changing_the_exit_code() {
     let store = Store::new();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("distlock.prom");
+    // The directory is there when distlock checks it, gone when the run
+    // ends.
+    let script = format!("rm -r '{}'; exit 3", dir.path().display());
     let out = output(store.distlock(&[
         "run",
         "jobs/other",
         "--metrics-file",
-        "/nonexistent-dir/distlock.prom",
+        path.to_str().unwrap(),
         "--",
         "sh",
         "-c",
-        "exit 3",
+        &script,
     ]));
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(
-        err.contains("cannot write the metrics to /nonexistent-dir/distlock.prom"),
-        "{err}"
+    assert_eq!(
+        err.trim(),
+        format!(
+            "distlock: cannot write the metrics to {}: no such file or directory",
+            path.display()
+        )
     );
 }
