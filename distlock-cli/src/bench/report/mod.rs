@@ -201,11 +201,10 @@ impl Throughput {
     }
 }
 
-impl BenchResults {
-    /// The aligned, human-readable table.
-    pub(crate) fn table(&self) -> String {
-        let setup = &self.setup;
-        let mut out = String::new();
+impl BenchReport {
+    /// The table's first lines: what was measured, where and how.
+    fn setup_rows(&self, out: &mut String) {
+        let setup = self;
         let connections = if setup.shared {
             "sharing one connection"
         } else {
@@ -230,7 +229,14 @@ impl BenchResults {
         ]) {
             let _ = writeln!(out, "{name:<11}{value}");
         }
+    }
+}
 
+impl BenchResults {
+    /// The aligned, human-readable table.
+    pub(crate) fn table(&self) -> String {
+        let mut out = String::new();
+        self.setup.setup_rows(&mut out);
         let _ = writeln!(
             out,
             "\n{:<26}{:>7}{:>11}{:>11}{:>11}",
