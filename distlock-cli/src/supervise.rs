@@ -347,6 +347,12 @@ impl Supervisor<'_> {
                         }
                     }
                     Change::CmdEnded(_) => {}
+                    // Stopped longer than the lease lasts, the lock is
+                    // lost: the job stays stopped for the loss to end it.
+                    Change::Continued if guard.is_held() || self.on_lost == OnLost::Ignore => {
+                        job.resume();
+                    }
+                    Change::Continued => {}
                     Change::Gone => {
                         let status = job.cmd_ended().ok_or_else(|| {
                             std::io::Error::other("the job ended before CMD did")

@@ -243,3 +243,59 @@ fn cmd_owns_the_terminal_and_ctrl_c_stops_its_whole_job() {
     assert!(!exists(child), "CMD's child outlived the lock");
     assert!(lock_is_free(&store, "k"));
 }
+
+/// Lines in `path` (0 while it does not exist).
+fn lines_in(path: &Path) -> usize {
+    fs::read_to_string(path).map_or(0, |text| text.lines().count())
+}
+
+#[test]
+fn a_job_stopped_past_its_lease_is_not_continued_but_stopped() {
+    use std::io::Write;
+    let store = Store::new();
+    let ticks = store.scratch("ticks");
+    // An interactive shell with job control, on a pseudo-terminal.
+    let mut shell = Command::new("script")
+        .args(["-qc", "bash --norc --noprofile -i", "/dev/null"])
+        .env_remove("DISTLOCK_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("script(1) from util-linux");
+    let mut input = shell.stdin.take().unwrap();
+    let cmd = format!(
+        "{} --url 'mem://stopped?ttl=1s' run k -- sh -c 'while :; do echo tick >> {}; sleep 0.02; done'\n",
+        env!("CARGO_BIN_EXE_distlock"),
+        ticks.display(),
+    );
+    input.write_all(cmd.as_bytes()).unwrap();
+    wait_for(|| lines_in(&ticks) >= 3, "the job to tick");
+    input.write_all(&[0x1a]).unwrap(); // Ctrl-Z
+    input.flush().unwrap();
+    // Stopped: the ticks stop coming.
+    let mut seen = lines_in(&ticks);
+    wait_for(
+        || {
+            std::thread::sleep(Duration::from_millis(300));
+            let now = lines_in(&ticks);
+            std::mem::replace(&mut seen, now) == now
+        },
+        "the job to stop",
+    );
+    // Past the lease (1 s) while stopped, then continued.
+    std::thread::sleep(Duration::from_secs(2));
+    let exit = store.scratch("exit");
+    let fg = format!("fg; echo \"exit $?\" > {}\n", exit.display());
+    input.write_all(fg.as_bytes()).unwrap();
+    wait_for(|| exit.exists(), "distlock to end after fg");
+    assert_eq!(fs::read_to_string(&exit).unwrap().trim(), "exit 76");
+    assert_eq!(
+        lines_in(&ticks),
+        seen,
+        "the job ran on after its lease was gone"
+    );
+    input.write_all(b"exit\n").unwrap();
+    drop(input);
+    wait(&mut shell);
+}

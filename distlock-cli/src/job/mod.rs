@@ -41,6 +41,10 @@ use terminal::Terminal;
 pub(crate) enum Change {
     /// CMD itself ended; processes it started may still run.
     CmdEnded(ExitStatus),
+    /// The job was stopped from the terminal and distlock with it, and
+    /// distlock has just been continued: the job stays stopped until
+    /// [`Job::resume`] (the lock may have been lost meanwhile).
+    Continued,
     /// Nothing of the job is left.
     Gone,
 }
@@ -116,9 +120,8 @@ impl Job {
                 }
                 return Ok(Change::Gone);
             }
-            if cmd_stopped {
-                self.stop_along();
-                continue;
+            if cmd_stopped && self.stop_along() {
+                return Ok(Change::Continued);
             }
             self.reaper.next_signal().await;
         }
@@ -189,21 +192,30 @@ impl Job {
         }
     }
 
-    /// The job was stopped from the terminal (Ctrl-Z): take the terminal
-    /// back, stop distlock so that the shell sees the job stopped, and
-    /// when continued (`fg`, `bg`), continue the job.
-    fn stop_along(&self) {
+    /// The job was stopped from the terminal (Ctrl-Z): takes the terminal
+    /// back and stops distlock, so that the shell sees the job stopped.
+    /// Returns once distlock is continued (`fg`, `bg`); `false` if the
+    /// job is not in a terminal's foreground (then it stays as it is).
+    fn stop_along(&self) -> bool {
         let Some(terminal) = &self.terminal else {
-            return;
+            return false;
         };
         terminal.take_back();
         // SAFETY: raise has no memory-safety preconditions. Execution
         // resumes here when the shell sends SIGCONT.
         unsafe { libc::raise(libc::SIGSTOP) };
-        if terminal.is_ours() {
-            terminal.give_to(self.cmd);
+        true
+    }
+
+    /// Continues a job stopped from the terminal, in the terminal's
+    /// foreground again if distlock was continued there (`fg`, not `bg`).
+    pub(crate) fn resume(&self) {
+        if let Some(terminal) = &self.terminal {
+            if terminal.is_ours() {
+                terminal.give_to(self.cmd);
+            }
         }
-        send_to_group(self.cmd, libc::SIGCONT);
+        self.send_to_group(libc::SIGCONT);
     }
 }
 

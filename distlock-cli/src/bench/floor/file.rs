@@ -201,7 +201,10 @@ mod tests {
         let other = File::open(&path).unwrap();
         assert!(flock(&other, libc::LOCK_EX | libc::LOCK_NB).unwrap());
         let error = floor.lock_release_once(&name).await.unwrap_err();
-        assert!(error.is_timeout(), "a held raw lock is a busy attempt: {error}");
+        assert!(
+            error.is_timeout(),
+            "a held raw lock is a busy attempt: {error}"
+        );
         drop(other);
         floor.lock_release_once(&name).await.unwrap();
         // Unlocked again: anybody can take it.
