@@ -148,11 +148,18 @@ pub struct Target {
     pub limit: Duration,
 }
 
+/// The longest a probe waits for any one step (connecting, a reply): it
+/// runs after the store's client already waited out its own timeout, so a
+/// server that answers at all answers well within this.
+pub const PROBE_STEP_LIMIT: Duration = Duration::from_secs(2);
+
 /// Probes `target` as a server of `protocol`. Never fails: a probe that
 /// cannot even start reports why in the [`Finding`]. Takes at most about
-/// three times `target.limit` (a host that accepts and never answers is
-/// asked twice), and far less for anything that answers or refuses.
-pub async fn diagnose(protocol: &'static dyn Protocol, target: Target) -> Finding {
+/// three times `target.limit` (capped at [`PROBE_STEP_LIMIT`]; a host that
+/// accepts and never answers is asked twice), and far less for anything
+/// that answers or refuses.
+pub async fn diagnose(protocol: &'static dyn Protocol, mut target: Target) -> Finding {
+    target.limit = target.limit.min(PROBE_STEP_LIMIT);
     let task = tokio::task::spawn_blocking(move || probe::run(protocol, &target));
     task.await
         .unwrap_or_else(|e| Finding::Unreachable(format!("the probe failed: {e}")))
