@@ -31,7 +31,11 @@
 //! [`root_cause`] and [`io_words`] put a client error's cause in plain
 //! words, for messages that are not about connecting.
 
+#[cfg(feature = "tls")]
+mod hello;
 mod probe;
+mod second_look;
+mod socket;
 #[cfg(feature = "tls")]
 mod tls;
 mod words;

@@ -2,7 +2,7 @@
 //! that says why it failed, the greeting over it, and telling a TLS port
 //! from a plain one.
 
-use std::io::{self, Read};
+use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +11,9 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 
-use super::probe::{connect, exchange, unclear, Exchange, Socket};
+use super::hello::builder;
+use super::second_look::unclear;
+use super::socket::{connect, exchange, Exchange, Socket};
 use super::{Finding, Protocol};
 use crate::url::TlsFiles;
 
@@ -199,36 +201,4 @@ fn client_config(files: &TlsFiles) -> Result<ClientConfig, Finding> {
                 .map_err(|e| setup_problem(format!("tls_cert_file and tls_key_file: {e}")))
         }
     }
-}
-
-/// A client config builder on ring, without touching the process-wide
-/// default provider.
-fn builder() -> rustls::ConfigBuilder<ClientConfig, rustls::WantsVerifier> {
-    ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions")
-}
-
-/// Whether the server at `addr` answers a TLS hello with a TLS record
-/// (a server hello or an alert) within `limit`. Nothing is verified: only
-/// the first bytes of the answer are looked at.
-pub(super) fn speaks_tls(addr: SocketAddr, limit: Duration) -> bool {
-    let Ok(mut tcp) = connect(addr, limit) else {
-        return false;
-    };
-    let config = builder()
-        .with_root_certificates(RootCertStore::empty())
-        .with_no_client_auth();
-    let name = ServerName::try_from("localhost").expect("a valid name");
-    let Ok(mut hello) = ClientConnection::new(Arc::new(config), name) else {
-        return false;
-    };
-    while hello.wants_write() {
-        if hello.write_tls(&mut tcp).is_err() {
-            return false;
-        }
-    }
-    let _ = tcp.set_read_timeout(Some(limit));
-    let mut header = [0u8; 2];
-    tcp.read_exact(&mut header).is_ok() && super::probe::looks_like_tls(&header)
 }
