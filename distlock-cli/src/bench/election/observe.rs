@@ -49,46 +49,10 @@ pub(super) async fn observe(
         .map_err(|e| describe(&e))?;
     let floor_name = leader_locker.name(FLOOR_KEY).map_err(|e| describe(&e))?;
     let floor = probe.map(|probe| (probe, &floor_name));
-    let mut raw = match probe {
-        Some(probe) => probe
-            .open_notify(&floor_name, OBSERVERS)
-            .await
-            .map_err(|e| format!("floor probe: {}", describe(&e)))?,
-        None => None,
-    };
-    row.raw_notify = raw.as_ref().map(|raw| RawNotify {
-        what: raw.describe(),
-        ..RawNotify::default()
-    });
+    let mut raw = open_raw_notify(probe, &floor_name, row).await?;
     let (seen, received) = mpsc::unbounded_channel();
     // Aborted (their watches dropped) when this function returns.
-    let mut observers = Vec::with_capacity(OBSERVERS);
-    for observer in 0..OBSERVERS {
-        let locker = open(opener).await?;
-        let mut leaders = locker
-            .election(OBSERVE_KEY)
-            .map_err(|e| describe(&e))?
-            .observe();
-        let seen = seen.clone();
-        observers.push(Task::spawn(async move {
-            let _connection = locker;
-            while let Some(leader) = leaders.next().await {
-                let state = leader.map(|l| (l.term.get(), l.value));
-                let at = Instant::now();
-                if seen
-                    .send(Seen {
-                        observer,
-                        at,
-                        state,
-                    })
-                    .is_err()
-                {
-                    break;
-                }
-            }
-        }));
-    }
-    drop(seen);
+    let _observers = spawn_observers(opener, seen).await?;
     let mut board = Board { received, patience };
     board.arrivals(&None, "the current leader (none)").await?;
 
@@ -128,6 +92,62 @@ pub(super) async fn observe(
         round += 1;
     }
     Ok(())
+}
+
+/// The floor's raw notify recipe beside `floor_name`, if the store has
+/// one; its row is added to `row`.
+async fn open_raw_notify(
+    probe: Option<&dyn FloorProbe>,
+    floor_name: &LockName,
+    row: &mut Observe,
+) -> Result<Option<Box<dyn NotifyProbe>>, String> {
+    let raw = match probe {
+        Some(probe) => probe
+            .open_notify(floor_name, OBSERVERS)
+            .await
+            .map_err(|e| format!("floor probe: {}", describe(&e)))?,
+        None => None,
+    };
+    row.raw_notify = raw.as_ref().map(|raw| RawNotify {
+        what: raw.describe(),
+        ..RawNotify::default()
+    });
+    Ok(raw)
+}
+
+/// [`OBSERVERS`] observers of the election, each on a locker of its own,
+/// sending what they see to `seen`. Dropping the tasks aborts them.
+async fn spawn_observers(
+    opener: &Opener,
+    seen: mpsc::UnboundedSender<Seen>,
+) -> Result<Vec<Task<()>>, String> {
+    let mut observers = Vec::with_capacity(OBSERVERS);
+    for observer in 0..OBSERVERS {
+        let locker = open(opener).await?;
+        let mut leaders = locker
+            .election(OBSERVE_KEY)
+            .map_err(|e| describe(&e))?
+            .observe();
+        let seen = seen.clone();
+        observers.push(Task::spawn(async move {
+            let _connection = locker;
+            while let Some(leader) = leaders.next().await {
+                let state = leader.map(|l| (l.term.get(), l.value));
+                let at = Instant::now();
+                if seen
+                    .send(Seen {
+                        observer,
+                        at,
+                        state,
+                    })
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        }));
+    }
+    Ok(observers)
 }
 
 impl Observe {
