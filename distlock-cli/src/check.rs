@@ -8,11 +8,11 @@ use distlock::conformance::{run_all, CaseReport, CaseStatus, LockerFactory, UrlF
 use crate::cli::CheckArgs;
 use crate::exit::{one_line, Failure, FAILURE, SUCCESS};
 use crate::output;
-use crate::url::StoreUrl;
+use crate::url::ChosenStore;
 
 /// Runs every case (or those matching `--filter`), prints one line per case
 /// and a `check:` summary; exits 1 if any case failed.
-pub(crate) async fn check(store: &StoreUrl, args: CheckArgs) -> Result<i32, Failure> {
+pub(crate) async fn check(store: &ChosenStore, args: CheckArgs) -> Result<i32, Failure> {
     let filter = args.filter.as_deref();
     let selected = CASES
         .iter()

@@ -13,10 +13,10 @@ use crate::cli::ElectArgs;
 use crate::exit::{Failure, LOST};
 use crate::signals;
 use crate::supervise::{self, Kind};
-use crate::url::StoreUrl;
+use crate::url::ChosenStore;
 
 /// Campaigns, runs CMD as leader, resigns; returns the exit code.
-pub(crate) async fn elect(store: &StoreUrl, args: ElectArgs) -> Result<i32, Failure> {
+pub(crate) async fn elect(store: &ChosenStore, args: ElectArgs) -> Result<i32, Failure> {
     let name = &args.name;
     let ended = supervise::run_held(
         store,

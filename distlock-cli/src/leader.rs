@@ -8,7 +8,7 @@ use crate::cli::LeaderArgs;
 use crate::exit::{Failure, SUCCESS};
 use crate::output;
 use crate::signals::Signals;
-use crate::url::StoreUrl;
+use crate::url::ChosenStore;
 
 /// The JSON shape of `leader --json`, one object per line; `value`, `term`
 /// and `owner` are `null` when nobody leads.
@@ -23,7 +23,7 @@ struct LeaderJson<'a> {
 /// Prints the leader of `NAME`; with `--watch`, then every change until a
 /// signal. Exits 0 whether or not someone leads: no leader is an answer,
 /// as a free lock is for `status`.
-pub(crate) async fn leader(store: &StoreUrl, args: LeaderArgs) -> Result<i32, Failure> {
+pub(crate) async fn leader(store: &ChosenStore, args: LeaderArgs) -> Result<i32, Failure> {
     if !args.watch {
         let locker = store.connect().await?;
         let election = locker
@@ -46,7 +46,10 @@ pub(crate) async fn leader(store: &StoreUrl, args: LeaderArgs) -> Result<i32, Fa
 }
 
 /// Prints the leader now and after every change; returns only on failure.
-async fn watch(store: &StoreUrl, args: &LeaderArgs) -> Result<std::convert::Infallible, Failure> {
+async fn watch(
+    store: &ChosenStore,
+    args: &LeaderArgs,
+) -> Result<std::convert::Infallible, Failure> {
     let locker = store.connect().await?;
     let election = locker
         .election(&args.name)

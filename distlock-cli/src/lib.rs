@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use cli::{Cli, Command};
 use exit::Failure;
-use url::StoreUrl;
+use url::ChosenStore;
 
 /// While set, panics print nothing (`check` reports them itself).
 static QUIET_PANICS: AtomicBool = AtomicBool::new(false);
@@ -50,7 +50,7 @@ static QUIET_PANICS: AtomicBool = AtomicBool::new(false);
 /// Runs the parsed command line; returns the process exit code. Errors
 /// are reported on stderr here.
 pub async fn execute(cli: Cli) -> i32 {
-    let store = match StoreUrl::resolve(cli.url) {
+    let store = match ChosenStore::resolve(cli.url) {
         Ok(store) => store,
         Err(failure) => return report(None, failure),
     };
@@ -78,7 +78,7 @@ pub async fn execute(cli: Cli) -> i32 {
     code
 }
 
-async fn run_command(store: &StoreUrl, command: Command) -> i32 {
+async fn run_command(store: &ChosenStore, command: Command) -> i32 {
     let result = match command {
         Command::Run(args) => run::run(store, args).await,
         Command::Elect(args) => elect::elect(store, args).await,
@@ -90,7 +90,7 @@ async fn run_command(store: &StoreUrl, command: Command) -> i32 {
     result.unwrap_or_else(|failure| report(Some(store), failure))
 }
 
-fn report(store: Option<&StoreUrl>, failure: Failure) -> i32 {
+fn report(store: Option<&ChosenStore>, failure: Failure) -> i32 {
     if !failure.message.is_empty() {
         let message = match store {
             Some(store) => store.scrub(&failure.message),

@@ -13,10 +13,10 @@ use crate::cli::{OnLost, RunArgs};
 use crate::exit::{Failure, LOST};
 use crate::signals;
 use crate::supervise::{self, Kind};
-use crate::url::StoreUrl;
+use crate::url::ChosenStore;
 
 /// Takes the lock, runs CMD under it, releases it; returns the exit code.
-pub(crate) async fn run(store: &StoreUrl, args: RunArgs) -> Result<i32, Failure> {
+pub(crate) async fn run(store: &ChosenStore, args: RunArgs) -> Result<i32, Failure> {
     let key = &args.key;
     let kind = match (args.shared, args.permits) {
         (true, _) => Kind::ReadLock,

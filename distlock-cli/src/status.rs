@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::cli::StatusArgs;
 use crate::exit::{Failure, SUCCESS};
 use crate::output;
-use crate::url::StoreUrl;
+use crate::url::ChosenStore;
 
 /// The JSON shape of `status --json`; absent facts are `null`. `owner`,
 /// `token`, `value` and `ttl_left_ms` are the first holder's; `holders`
@@ -62,7 +62,7 @@ impl<'a> HolderJson<'a> {
 /// with `--permits`, every permit holder of the semaphore KEY), and, when
 /// its semaphore's permits are held too, those; then which store it
 /// asked. Exits 0 either way: a held lock is an answer, not an error.
-pub(crate) async fn status(store: &StoreUrl, args: StatusArgs) -> Result<i32, Failure> {
+pub(crate) async fn status(store: &ChosenStore, args: StatusArgs) -> Result<i32, Failure> {
     let locker = store.connect().await?;
     let failure = |error| store.failure(error);
     let (holders, permits) = if args.permits {

@@ -10,16 +10,19 @@ use lock_core::url::{redact, Redacted};
 
 use crate::exit::Failure;
 
-/// The store URL of this invocation.
+/// The store this invocation talks to: its URL as chosen (`--url`,
+/// `DISTLOCK_URL` or the default directory), kept with its password
+/// masked for everything printed. (Not `lock_core::url::StoreUrl`, a
+/// parsed URL a store reads its config from.)
 #[derive(Clone)]
-pub(crate) struct StoreUrl {
+pub(crate) struct ChosenStore {
     text: String,
     redacted: Redacted,
     /// Set when the URL is the default directory's.
     default_dir: Option<DefaultDir>,
 }
 
-impl StoreUrl {
+impl ChosenStore {
     /// `--url` if given, else `$DISTLOCK_URL` if set and not blank, else
     /// `file://` locks in the directory
     /// [`file::default_dir`](distlock::file::default_dir) resolves
@@ -178,7 +181,7 @@ mod tests {
 
     #[test]
     fn store_failures_say_where_once() {
-        let url = StoreUrl::new("etcd://u:pw@10.0.0.1:2379,10.0.0.2/?namespace=a".into());
+        let url = ChosenStore::new("etcd://u:pw@10.0.0.1:2379,10.0.0.2/?namespace=a".into());
         let vague =
             LockError::permission_denied("cannot read: denied", std::io::Error::other("denied"));
         assert_eq!(
@@ -207,28 +210,29 @@ mod tests {
     #[test]
     fn flag_wins_over_environment_and_default() {
         let url =
-            StoreUrl::resolve_from(Some("mem://a".into()), Some("mem://b".into()), default_url);
+            ChosenStore::resolve_from(Some("mem://a".into()), Some("mem://b".into()), default_url);
         assert_eq!(url.unwrap().as_str(), "mem://a");
     }
 
     #[test]
     fn environment_wins_over_default_unless_blank() {
-        let url = StoreUrl::resolve_from(None, Some(" mem://b ".into()), default_url);
+        let url = ChosenStore::resolve_from(None, Some(" mem://b ".into()), default_url);
         assert_eq!(url.unwrap().as_str(), "mem://b");
-        let url = StoreUrl::resolve_from(None, Some("  ".into()), default_url);
+        let url = ChosenStore::resolve_from(None, Some("  ".into()), default_url);
         assert_eq!(url.unwrap().as_str(), "file:///default");
-        let url = StoreUrl::resolve_from(None, None, default_url);
+        let url = ChosenStore::resolve_from(None, None, default_url);
         assert_eq!(url.unwrap().as_str(), "file:///default");
     }
 
     #[test]
     fn only_the_default_url_carries_the_default_directory_and_its_fallback() {
-        let given = StoreUrl::resolve_from(Some("mem://a".into()), None, default_url).unwrap();
+        let given = ChosenStore::resolve_from(Some("mem://a".into()), None, default_url).unwrap();
         assert!(given.default_dir().is_none());
-        let from_env = StoreUrl::resolve_from(None, Some("mem://b".into()), default_url).unwrap();
+        let from_env =
+            ChosenStore::resolve_from(None, Some("mem://b".into()), default_url).unwrap();
         assert!(from_env.default_dir().is_none());
         let fallback = || Ok(default_dir(Some("/var/lib/distlock cannot be created")));
-        let url = StoreUrl::resolve_from(None, None, fallback).unwrap();
+        let url = ChosenStore::resolve_from(None, None, fallback).unwrap();
         let dir = url.default_dir().expect("the default directory");
         assert_eq!(url.as_str(), "file:///default");
         assert_eq!(
@@ -239,15 +243,15 @@ mod tests {
 
     #[test]
     fn the_default_directory_and_its_fallback_are_described() {
-        let given = StoreUrl::resolve_from(Some("mem://a".into()), None, default_url).unwrap();
+        let given = ChosenStore::resolve_from(Some("mem://a".into()), None, default_url).unwrap();
         assert_eq!(given.described(), "mem://a");
-        let default = StoreUrl::resolve_from(None, None, default_url).unwrap();
+        let default = ChosenStore::resolve_from(None, None, default_url).unwrap();
         assert_eq!(
             default.described(),
             "file:///default (the default directory)"
         );
         let fallback = || Ok(default_dir(Some("/var/lib/distlock is read-only")));
-        let url = StoreUrl::resolve_from(None, None, fallback).unwrap();
+        let url = ChosenStore::resolve_from(None, None, fallback).unwrap();
         assert_eq!(
             url.described(),
             "file:///default (the fallback directory, because /var/lib/distlock is read-only; \
@@ -262,7 +266,9 @@ mod tests {
                 "no default lock directory",
             )))
         };
-        let failure = StoreUrl::resolve_from(None, None, refused).err().unwrap();
+        let failure = ChosenStore::resolve_from(None, None, refused)
+            .err()
+            .unwrap();
         assert_eq!(failure.code, crate::exit::USAGE);
         assert!(
             failure.message.contains("no default lock directory"),
@@ -286,28 +292,29 @@ mod tests {
 
     #[test]
     fn passwords_never_show() {
-        let url = StoreUrl::new("redis://u:s%40cret@127.0.0.1:1".into());
+        let url = ChosenStore::new("redis://u:s%40cret@127.0.0.1:1".into());
         assert!(!url.shown().contains("cret"), "{}", url.shown());
         assert_eq!(
             url.scrub("auth s@cret failed for s%40cret"),
             "auth *** failed for ***"
         );
 
-        let unparsed = StoreUrl::new("redis://u:secret@host:99999999".into());
+        let unparsed = ChosenStore::new("redis://u:secret@host:99999999".into());
         assert_eq!(unparsed.shown(), "redis://***@host:99999999");
         assert_eq!(
             unparsed.scrub("bad port in u:secret@host"),
             "bad port in u:***@host"
         );
 
-        let plain = StoreUrl::new("mem://x".into());
+        let plain = ChosenStore::new("mem://x".into());
         assert_eq!(plain.scrub("nothing to hide"), "nothing to hide");
         assert_eq!(plain.shown(), "mem://x");
     }
 
     #[test]
     fn password_options_never_show() {
-        let url = StoreUrl::new("redis://127.0.0.1:1?ttl=2s&password=s%26cret&namespace=a".into());
+        let url =
+            ChosenStore::new("redis://127.0.0.1:1?ttl=2s&password=s%26cret&namespace=a".into());
         assert_eq!(
             url.shown(),
             "redis://127.0.0.1:1?ttl=2s&password=***&namespace=a"
@@ -317,16 +324,16 @@ mod tests {
             "auth *** / *** failed"
         );
 
-        let hosts = StoreUrl::new("zk://a:1,b:2/app?user=u&password=pw#x".into());
+        let hosts = ChosenStore::new("zk://a:1,b:2/app?user=u&password=pw#x".into());
         assert_eq!(hosts.shown(), "zk://a:1,b:2/app?user=u&password=***#x");
         assert_eq!(hosts.scrub("digest u:pw"), "digest u:***");
 
-        let both = StoreUrl::new("redis://:one@h:1?password=two".into());
+        let both = ChosenStore::new("redis://:one@h:1?password=two".into());
         assert!(!both.shown().contains("one"), "{}", both.shown());
         assert!(!both.shown().contains("two"), "{}", both.shown());
         assert_eq!(both.scrub("one two"), "*** ***");
 
-        let ordinary = StoreUrl::new("etcd://h:2379?passwordless=yes&ttl=3s".into());
+        let ordinary = ChosenStore::new("etcd://h:2379?passwordless=yes&ttl=3s".into());
         assert_eq!(ordinary.shown(), "etcd://h:2379?passwordless=yes&ttl=3s");
     }
 }

@@ -29,11 +29,11 @@ use stats::Handovers;
 use crate::cli::BenchArgs;
 use crate::exit::{Failure, SUCCESS};
 use crate::output;
-use crate::url::StoreUrl;
+use crate::url::ChosenStore;
 use report::{BenchReport, HoldReport, Target};
 
 /// Runs the benchmark and prints its table (or JSON).
-pub(crate) async fn bench(store: &StoreUrl, args: BenchArgs) -> Result<i32, Failure> {
+pub(crate) async fn bench(store: &ChosenStore, args: BenchArgs) -> Result<i32, Failure> {
     if let Some(locks) = args.hold {
         return bench_hold(store, locks, args.hold_for, args.json).await;
     }
@@ -138,7 +138,7 @@ async fn clean_up(base: &Locker, probe: Option<&dyn FloorProbe>, namespace: &str
 /// `bench --hold`: only the cost of holding `locks` locks for `window`,
 /// alone in the process so that the write counters see nothing else.
 async fn bench_hold(
-    store: &StoreUrl,
+    store: &ChosenStore,
     locks: u32,
     window: std::time::Duration,
     json: bool,
@@ -176,13 +176,13 @@ fn to_json(report: &impl serde::Serialize) -> Result<String, Failure> {
 /// Opens the lockers and floor probes of one run, all in the run's
 /// namespace: each its own connection, or all one with `--shared`.
 pub(crate) struct Opener {
-    store: StoreUrl,
+    store: ChosenStore,
     namespace: String,
     shared: Option<(Locker, Option<Arc<dyn FloorProbe>>)>,
 }
 
 impl Opener {
-    async fn new(store: &StoreUrl, shared: bool) -> Result<Self, Failure> {
+    async fn new(store: &ChosenStore, shared: bool) -> Result<Self, Failure> {
         let mut opener = Self {
             store: store.clone(),
             namespace: format!("bench-{:016x}", random()),

@@ -29,7 +29,7 @@ use crate::exit::{Failure, CANNOT_EXECUTE, NOT_FOUND};
 use crate::job::Job;
 use crate::output::say;
 use crate::signals::{self, Signals};
-use crate::url::StoreUrl;
+use crate::url::ChosenStore;
 use take::{check_value, take};
 pub(crate) use take::{Holding, Kind};
 use watch::Supervisor;
@@ -60,7 +60,7 @@ pub(crate) struct Ended {
 /// says) with `attempt` and that value within `--wait`, runs CMD while
 /// holding it, gives it back. Returns how CMD ended.
 pub(crate) async fn run_held<H, F>(
-    store: &StoreUrl,
+    store: &ChosenStore,
     key: &str,
     kind: Kind,
     value: Option<String>,
@@ -90,7 +90,7 @@ where
 /// Runs `cmd` while `held` is held, then gives `held` back; returns how CMD
 /// ended. The subject of messages is `kind` and `key`.
 async fn run_under<H: Holding>(
-    store: &StoreUrl,
+    store: &ChosenStore,
     held: H,
     key: &str,
     kind: Kind,
@@ -171,7 +171,7 @@ fn spawn(cmd: &Cmd<'_>) -> Result<Job, Failure> {
 /// Gives `held` back after CMD ended. Returns the loss reason if that found
 /// it already lost; other failures are warned about (the lock will expire,
 /// or — for file locks — vanish with this process).
-async fn give_back<H: Holding>(store: &StoreUrl, subject: &str, held: H) -> Option<LossReason> {
+async fn give_back<H: Holding>(store: &ChosenStore, subject: &str, held: H) -> Option<LossReason> {
     let already_lost = !held.guard().is_held();
     match held.give_back().await {
         Ok(()) => None,
@@ -193,7 +193,7 @@ async fn give_back<H: Holding>(store: &StoreUrl, subject: &str, held: H) -> Opti
 
 /// Gives `held` back on an error path, where the error already reported
 /// matters more than how that went.
-async fn give_back_quietly<H: Holding>(store: &StoreUrl, held: H) {
+async fn give_back_quietly<H: Holding>(store: &ChosenStore, held: H) {
     if let Err(error) = held.give_back().await {
         tracing::debug!(error = %store.failure(error), "release after failed start");
     }

@@ -9,7 +9,7 @@ use distlock::{Leadership, LockError, LockGuard, LockOptions, Locker, MAX_VALUE_
 use crate::cli::Wait;
 use crate::exit::{Failure, SIGNAL_BASE, TEMPFAIL};
 use crate::signals::{self, Signals};
-use crate::url::StoreUrl;
+use crate::url::ChosenStore;
 
 /// How long distlock asks the store who holds a lock it timed out on,
 /// before giving up on naming the holder.
@@ -85,7 +85,7 @@ pub(super) fn check_value(value: &str) -> Result<(), Failure> {
 /// both (lock-core's acquisition is cancel-safe) and ends distlock like
 /// the signal would. On a timeout the failure (exit 75) names the holder.
 pub(super) async fn take<T, F>(
-    store: &StoreUrl,
+    store: &ChosenStore,
     key: &str,
     kind: Kind,
     wait: Option<Wait>,
@@ -130,7 +130,7 @@ where
 /// The exit-75 failure: `lock "KEY" is held by OWNER (token T); gave up
 /// after 2s`, or `election "NAME" is led by OWNER (term T); ...`.
 async fn timed_out(
-    store: &StoreUrl,
+    store: &ChosenStore,
     locker: &Locker,
     key: &str,
     kind: Kind,

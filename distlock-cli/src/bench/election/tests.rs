@@ -12,7 +12,7 @@ use lock_core::LockInfo;
 
 use super::{failover, observe, run, Failover, Observe, CRASH_TTL};
 use crate::bench::Opener;
-use crate::url::StoreUrl;
+use crate::url::ChosenStore;
 
 /// The memory store, except that its watch never yields anything: a store
 /// whose watch is not there.
@@ -45,7 +45,7 @@ impl Backend for Blind {
 /// An opener whose every locker is `locker` (as with `--shared`).
 fn shared(locker: Locker) -> Opener {
     Opener {
-        store: StoreUrl::new("mem://".to_owned()),
+        store: ChosenStore::new("mem://".to_owned()),
         namespace: locker.namespace().to_string(),
         shared: Some((locker, None)),
     }

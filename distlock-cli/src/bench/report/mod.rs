@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::election::ElectionResults;
 use super::measure::{Counts, Uncontended};
 use super::stats::{jain_index, Handovers, Summary};
-use crate::url::StoreUrl;
+use crate::url::ChosenStore;
 
 use election::ElectionJson;
 pub(crate) use hold::HoldReport;
@@ -33,7 +33,7 @@ pub(crate) struct Target {
 
 impl Target {
     /// A run through `locker`, on `store`, in `namespace`.
-    pub(crate) fn new(locker: &Locker, store: &StoreUrl, namespace: &str) -> Self {
+    pub(crate) fn new(locker: &Locker, store: &ChosenStore, namespace: &str) -> Self {
         Self {
             backend: locker.backend_name(),
             url: store.shown().to_owned(),
