@@ -98,6 +98,122 @@ fn host_of(url: &str) -> String {
     url_hosts(url)[0].to_owned()
 }
 
+/// A `scheme://` URL at a port nobody listens on is refused: exit 69,
+/// naming `store` at the host and asking whether it runs there. Returns
+/// how long the report took.
+fn assert_refused(scheme: &str, store: &str, query: &str) -> Duration {
+    let port = refused_port();
+    let host = format!("127.0.0.1:{port}");
+    let started = Instant::now();
+    assert_status_fails(
+        &format!("{scheme}://{host}?{query}"),
+        Expected {
+            code: 69,
+            names: &format!("{store} at {host}"),
+            cause: "connection refused",
+            hint: &format!("is {store} running there, and is {port} its client port?"),
+        },
+        None,
+    );
+    started.elapsed()
+}
+
+/// A `scheme://` URL at a listener that never answers: exit 69, naming
+/// `store` at the host and what it waited for (`query` sets 500 ms).
+fn assert_unreachable(scheme: &str, store: &str, query: &str) {
+    let (_listener, host) = silent_listener();
+    assert_status_fails(
+        &format!("{scheme}://{host}?{query}"),
+        Expected {
+            code: 69,
+            names: &format!("{store} at {host}"),
+            cause: "the connection was accepted, but nothing answered within 500ms",
+            hint: "is the server stopped or overloaded",
+        },
+        None,
+    );
+}
+
+/// A store's plain and TLS servers, for the four TLS failures every
+/// store reports alike (exit 2, naming the host, saying what to change).
+struct TlsServers<'a> {
+    /// The plain and the TLS scheme (`redis`, `rediss`).
+    schemes: (&'a str, &'a str),
+    /// A plain server and a TLS server requiring client certificates.
+    plain_host: String,
+    tls_host: String,
+    /// `:password@` where the TLS server wants one, else empty.
+    userinfo: &'a str,
+    /// The URLs' timeouts.
+    query: &'a str,
+}
+
+impl TlsServers<'_> {
+    fn secret(&self) -> Option<&str> {
+        let password = self.userinfo.trim_start_matches(':').trim_end_matches('@');
+        (!password.is_empty()).then_some(password)
+    }
+
+    fn expect<'e>(&self, host: &'e str, cause: &'e str, hint: &'e str) -> Expected<'e> {
+        Expected {
+            code: 2,
+            names: host,
+            cause,
+            hint,
+        }
+    }
+
+    /// A TLS URL at the plain server: it does not speak TLS.
+    fn tls_at_a_plain_port(&self) {
+        let (plain, tls) = self.schemes;
+        let host = &self.plain_host;
+        let url = format!(
+            "{tls}://{host}?{}&{}",
+            self.query,
+            tls_files(&pki().ca, true)
+        );
+        let hint = format!("use {plain}:// for this port");
+        let cause = "the server does not speak TLS on this port";
+        assert_status_fails(&url, self.expect(host, cause, &hint), None);
+    }
+
+    /// A plain URL at the TLS server: it expects TLS.
+    fn plain_at_a_tls_port(&self) {
+        let (plain, tls) = self.schemes;
+        let host = &self.tls_host;
+        let url = format!("{plain}://{}{host}?{}", self.userinfo, self.query);
+        let hint = format!("use {tls}:// for this port");
+        let expected = self.expect(host, "the server expects TLS", &hint);
+        assert_status_fails(&url, expected, self.secret());
+    }
+
+    /// The TLS server's certificate checked against another CA.
+    fn untrusted_server_certificate(&self) {
+        let host = &self.tls_host;
+        let files = tls_files(&pki().other_ca, true);
+        let url = format!(
+            "{}://{}{host}?{}&{files}",
+            self.schemes.1, self.userinfo, self.query
+        );
+        let cause = "TLS: the server's certificate is not signed by a CA we trust";
+        let expected = self.expect(host, cause, "set tls_ca_file");
+        assert_status_fails(&url, expected, self.secret());
+    }
+
+    /// No client certificate for a server that requires one.
+    fn missing_client_certificate(&self) {
+        let host = &self.tls_host;
+        let files = tls_files(&pki().ca, false);
+        let url = format!(
+            "{}://{}{host}?{}&{files}",
+            self.schemes.1, self.userinfo, self.query
+        );
+        let cause = "TLS: the server requires a client certificate";
+        let expected = self.expect(host, cause, "set tls_cert_file and tls_key_file");
+        assert_status_fails(&url, expected, self.secret());
+    }
+}
+
 /// The certificates of this test binary.
 fn pki() -> &'static Pki {
     static PKI: OnceLock<Pki> = OnceLock::new();
@@ -153,6 +269,17 @@ mod redis {
         format!("127.0.0.1:{}", tls_server().ports()[1])
     }
 
+    fn tls_servers() -> TlsServers<'static> {
+        TlsServers {
+            schemes: ("redis", "rediss"),
+            plain_host: plain_host(),
+            tls_host: tls_host(),
+            // `:PASSWORD@`.
+            userinfo: ":tls-secret-pw@",
+            query: FAST,
+        }
+    }
+
     /// Sends one command to the shared server and checks it said `+OK`.
     fn command(args: &[&str]) {
         use std::io::{Read, Write};
@@ -181,33 +308,12 @@ mod redis {
 
     #[test]
     fn refused() {
-        let port = refused_port();
-        let host = format!("127.0.0.1:{port}");
-        assert_status_fails(
-            &format!("redis://{host}?{FAST}"),
-            Expected {
-                code: 69,
-                names: &format!("Redis at {host}"),
-                cause: "connection refused",
-                hint: &format!("is Redis running there, and is {port} its client port?"),
-            },
-            None,
-        );
+        assert_refused("redis", "Redis", FAST);
     }
 
     #[test]
     fn unreachable() {
-        let (_listener, host) = silent_listener();
-        assert_status_fails(
-            &format!("redis://{host}?{FAST}"),
-            Expected {
-                code: 69,
-                names: &format!("Redis at {host}"),
-                cause: "the connection was accepted, but nothing answered within 500ms",
-                hint: "is the server stopped or overloaded",
-            },
-            None,
-        );
+        assert_unreachable("redis", "Redis", FAST);
     }
 
     #[cfg(feature = "etcd")]
@@ -243,71 +349,22 @@ mod redis {
 
     #[test]
     fn tls_at_a_plain_port() {
-        let host = plain_host();
-        let url = format!("rediss://{host}?{FAST}&{}", tls_files(&pki().ca, true));
-        assert_status_fails(
-            &url,
-            Expected {
-                code: 2,
-                names: &host,
-                cause: "the server does not speak TLS on this port",
-                hint: "use redis:// for this port",
-            },
-            None,
-        );
+        tls_servers().tls_at_a_plain_port();
     }
 
     #[test]
     fn plain_at_a_tls_port() {
-        let host = tls_host();
-        assert_status_fails(
-            &format!("redis://:{PASSWORD}@{host}?{FAST}"),
-            Expected {
-                code: 2,
-                names: &host,
-                cause: "the server expects TLS",
-                hint: "use rediss:// for this port",
-            },
-            Some(PASSWORD),
-        );
+        tls_servers().plain_at_a_tls_port();
     }
 
     #[test]
     fn untrusted_server_certificate() {
-        let host = tls_host();
-        let url = format!(
-            "rediss://:{PASSWORD}@{host}?{FAST}&{}",
-            tls_files(&pki().other_ca, true)
-        );
-        assert_status_fails(
-            &url,
-            Expected {
-                code: 2,
-                names: &host,
-                cause: "TLS: the server's certificate is not signed by a CA we trust",
-                hint: "set tls_ca_file to the CA that signed the server's certificate",
-            },
-            Some(PASSWORD),
-        );
+        tls_servers().untrusted_server_certificate();
     }
 
     #[test]
     fn missing_client_certificate() {
-        let host = tls_host();
-        let url = format!(
-            "rediss://:{PASSWORD}@{host}?{FAST}&{}",
-            tls_files(&pki().ca, false)
-        );
-        assert_status_fails(
-            &url,
-            Expected {
-                code: 2,
-                names: &host,
-                cause: "TLS: the server requires a client certificate",
-                hint: "set tls_cert_file and tls_key_file",
-            },
-            Some(PASSWORD),
-        );
+        tls_servers().missing_client_certificate();
     }
 
     #[test]
@@ -434,6 +491,16 @@ mod etcd {
         server.addr().to_string()
     }
 
+    fn tls_servers() -> TlsServers<'static> {
+        TlsServers {
+            schemes: ("etcd", "etcds"),
+            plain_host: plain_host(),
+            tls_host: tls_host(),
+            userinfo: "",
+            query: FAST,
+        }
+    }
+
     /// A member with authentication on: user `root` ([`ROOT_PASSWORD`])
     /// and user `guest` (password `guest-pw`), whose role may read and
     /// write only keys under `elsewhere/`.
@@ -490,37 +557,15 @@ mod etcd {
 
     #[test]
     fn refused_at_once() {
-        let port = refused_port();
-        let host = format!("127.0.0.1:{port}");
-        let started = Instant::now();
-        assert_status_fails(
-            &format!("etcd://{host}?{FAST}"),
-            Expected {
-                code: 69,
-                names: &format!("etcd at {host}"),
-                cause: "connection refused",
-                hint: &format!("is etcd running there, and is {port} its client port?"),
-            },
-            None,
-        );
         // One endpoint: nothing to retry against, no waiting out the
         // response timeout.
-        assert!(started.elapsed() < Duration::from_secs(3));
+        let took = assert_refused("etcd", "etcd", FAST);
+        assert!(took < Duration::from_secs(3), "took {took:?}");
     }
 
     #[test]
     fn unreachable() {
-        let (_listener, host) = silent_listener();
-        assert_status_fails(
-            &format!("etcd://{host}?{FAST}"),
-            Expected {
-                code: 69,
-                names: &format!("etcd at {host}"),
-                cause: "the connection was accepted, but nothing answered within 500ms",
-                hint: "is the server stopped or overloaded",
-            },
-            None,
-        );
+        assert_unreachable("etcd", "etcd", FAST);
     }
 
     #[cfg(feature = "redis")]
@@ -547,65 +592,22 @@ mod etcd {
 
     #[test]
     fn tls_at_a_plain_port() {
-        let host = plain_host();
-        let url = format!("etcds://{host}?{FAST}&{}", tls_files(&pki().ca, true));
-        assert_status_fails(
-            &url,
-            Expected {
-                code: 2,
-                names: &host,
-                cause: "the server does not speak TLS on this port",
-                hint: "use etcd:// for this port",
-            },
-            None,
-        );
+        tls_servers().tls_at_a_plain_port();
     }
 
     #[test]
     fn plain_at_a_tls_port() {
-        let host = tls_host();
-        assert_status_fails(
-            &format!("etcd://{host}?{FAST}"),
-            Expected {
-                code: 2,
-                names: &host,
-                cause: "the server expects TLS",
-                hint: "use etcds:// for this port",
-            },
-            None,
-        );
+        tls_servers().plain_at_a_tls_port();
     }
 
     #[test]
     fn untrusted_server_certificate() {
-        let host = tls_host();
-        let url = format!("etcds://{host}?{FAST}&{}", tls_files(&pki().other_ca, true));
-        assert_status_fails(
-            &url,
-            Expected {
-                code: 2,
-                names: &host,
-                cause: "TLS: the server's certificate is not signed by a CA we trust",
-                hint: "set tls_ca_file",
-            },
-            None,
-        );
+        tls_servers().untrusted_server_certificate();
     }
 
     #[test]
     fn missing_client_certificate() {
-        let host = tls_host();
-        let url = format!("etcds://{host}?{FAST}&{}", tls_files(&pki().ca, false));
-        assert_status_fails(
-            &url,
-            Expected {
-                code: 2,
-                names: &host,
-                cause: "TLS: the server requires a client certificate",
-                hint: "set tls_cert_file and tls_key_file",
-            },
-            None,
-        );
+        tls_servers().missing_client_certificate();
     }
 
     #[test]
@@ -650,6 +652,11 @@ mod zookeeper {
     /// ZooKeeper's requests have no timeout of their own: only the connect
     /// timeout is short.
     const ZK_FAST: &str = "connect_timeout=500ms";
+    /// The same against the TLS server: a JVM's TLS handshake on a loaded
+    /// machine can take longer than half a second, and the probe waits
+    /// as long as the URL's connect timeout.
+    #[cfg(feature = "zookeeper-tls")]
+    const ZK_TLS_FAST: &str = "connect_timeout=3s";
 
     fn plain_host() -> String {
         host_of(&common::zookeeper_url("errors", ""))
@@ -669,6 +676,17 @@ mod zookeeper {
         format!("127.0.0.1:{}", server.ports()[1])
     }
 
+    #[cfg(feature = "zookeeper-tls")]
+    fn tls_servers() -> TlsServers<'static> {
+        TlsServers {
+            schemes: ("zk", "zks"),
+            plain_host: plain_host(),
+            tls_host: tls_host(),
+            userinfo: "",
+            query: ZK_TLS_FAST,
+        }
+    }
+
     fn wrong_protocol(host: &str) -> Expected<'_> {
         Expected {
             code: 2,
@@ -680,33 +698,12 @@ mod zookeeper {
 
     #[test]
     fn refused() {
-        let port = refused_port();
-        let host = format!("127.0.0.1:{port}");
-        assert_status_fails(
-            &format!("zk://{host}?{ZK_FAST}"),
-            Expected {
-                code: 69,
-                names: &format!("ZooKeeper at {host}"),
-                cause: "connection refused",
-                hint: &format!("is ZooKeeper running there, and is {port} its client port?"),
-            },
-            None,
-        );
+        assert_refused("zk", "ZooKeeper", ZK_FAST);
     }
 
     #[test]
     fn unreachable() {
-        let (_listener, host) = silent_listener();
-        assert_status_fails(
-            &format!("zk://{host}?{ZK_FAST}"),
-            Expected {
-                code: 69,
-                names: &format!("ZooKeeper at {host}"),
-                cause: "the connection was accepted, but nothing answered within 500ms",
-                hint: "is the server stopped or overloaded",
-            },
-            None,
-        );
+        assert_unreachable("zk", "ZooKeeper", ZK_FAST);
     }
 
     #[cfg(feature = "redis")]
@@ -734,71 +731,25 @@ mod zookeeper {
     #[cfg(feature = "zookeeper-tls")]
     #[test]
     fn tls_at_a_plain_port() {
-        let host = plain_host();
-        let url = format!("zks://{host}?{ZK_FAST}&{}", tls_files(&pki().ca, true));
-        assert_status_fails(
-            &url,
-            Expected {
-                code: 2,
-                names: &host,
-                cause: "the server does not speak TLS on this port",
-                hint: "use zk:// for this port",
-            },
-            None,
-        );
+        tls_servers().tls_at_a_plain_port();
     }
 
     #[cfg(feature = "zookeeper-tls")]
     #[test]
     fn plain_at_a_tls_port() {
-        let host = tls_host();
-        assert_status_fails(
-            &format!("zk://{host}?{ZK_FAST}"),
-            Expected {
-                code: 2,
-                names: &host,
-                cause: "the server expects TLS",
-                hint: "use zks:// for this port",
-            },
-            None,
-        );
+        tls_servers().plain_at_a_tls_port();
     }
 
     #[cfg(feature = "zookeeper-tls")]
     #[test]
     fn untrusted_server_certificate() {
-        let host = tls_host();
-        let url = format!(
-            "zks://{host}?{ZK_FAST}&{}",
-            tls_files(&pki().other_ca, true)
-        );
-        assert_status_fails(
-            &url,
-            Expected {
-                code: 2,
-                names: &host,
-                cause: "TLS: the server's certificate is not signed by a CA we trust",
-                hint: "set tls_ca_file",
-            },
-            None,
-        );
+        tls_servers().untrusted_server_certificate();
     }
 
     #[cfg(feature = "zookeeper-tls")]
     #[test]
     fn missing_client_certificate() {
-        let host = tls_host();
-        let url = format!("zks://{host}?{ZK_FAST}&{}", tls_files(&pki().ca, false));
-        assert_status_fails(
-            &url,
-            Expected {
-                code: 2,
-                names: &host,
-                cause: "TLS: the server requires a client certificate",
-                hint: "set tls_cert_file and tls_key_file",
-            },
-            None,
-        );
+        tls_servers().missing_client_certificate();
     }
 
     /// Nodes created with digest credentials are only for the same
