@@ -15,6 +15,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use common::{output, stderr, wait, wait_for};
@@ -38,12 +39,38 @@ enum Xdg {
 
 const XDG_CASES: [Xdg; 2] = [Xdg::Unset, Xdg::Set("/tmp/whatever")];
 
+/// A copy of `distlock` that `nobody` may run (the target directory may
+/// not be reachable for it), in the temp directory under a name of this
+/// build's binary (size and modification time), so that runs share it
+/// instead of leaving a copy each. Made once per test process, before any
+/// test starts a process: no child forked meanwhile can hold the copy open
+/// for writing when it is run ("text file busy").
+fn runnable_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let original = Path::new(env!("CARGO_BIN_EXE_distlock"));
+        let meta = fs::metadata(original).expect("the distlock binary");
+        let stamp = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        let bin = std::env::temp_dir().join(format!("distlock-test-{}-{stamp}", meta.len()));
+        if !bin.exists() {
+            let partial = bin.with_extension(format!("partial-{}", std::process::id()));
+            fs::copy(original, &partial).expect("copy the distlock binary");
+            chmod(&partial, 0o755);
+            fs::rename(&partial, &bin).expect("put the copy in place");
+        }
+        bin
+    })
+}
+
 /// Everything one test needs: the binary where `nobody` can run it, a
 /// scratch directory everyone may write to, and the default directory.
 struct Setup {
-    /// Holds the copy of `distlock` (mode 0755); removed on drop.
-    _bin_dir: tempfile::TempDir,
-    bin: PathBuf,
+    /// The copy of `distlock` (mode 0755) that `nobody` may run.
+    bin: &'static Path,
     scratch: tempfile::TempDir,
     /// `<default directory>/default`: the default namespace's directory.
     namespace_dir: PathBuf,
@@ -60,18 +87,12 @@ impl Setup {
              (through setpriv) to check that both lock in one shared default \
              directory; run it as root, as CI does"
         );
-        let bin_dir = tempfile::tempdir().unwrap();
-        chmod(bin_dir.path(), 0o755);
-        let bin = bin_dir.path().join("distlock");
-        fs::copy(env!("CARGO_BIN_EXE_distlock"), &bin).expect("copy the distlock binary");
-        chmod(&bin, 0o755);
         let scratch = tempfile::tempdir().unwrap();
         chmod(scratch.path(), 0o1777);
         let default = distlock::file::default_dir().expect("a default directory");
         eprintln!("default directory: {default:?}");
         Self {
-            _bin_dir: bin_dir,
-            bin,
+            bin: runnable_binary(),
             scratch,
             namespace_dir: default.path.join("default"),
             nobody: nobody(),
