@@ -24,6 +24,7 @@ mod link;
 mod pubsub;
 mod purge;
 mod queue;
+pub mod raw;
 mod redlock;
 mod renewal;
 mod retry;
