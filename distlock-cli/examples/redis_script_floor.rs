@@ -25,36 +25,21 @@
 //! `ONLY=Floor`, `ONLY=Scripts` or `ONLY=Ours` runs one contender's
 //! throughput alone (for profiling the client, e.g. under `perf record`).
 //!
-//! The raw recipe names its keys as lock-redis does on one server
-//! (`distlock:{<namespace>:<key>}` and its suffixes, and the namespace's
-//! fencing counter `distlock:{<namespace>:}:token`), in a namespace of its
-//! own, and sends the same arguments, each call one `EVALSHA` of a script
-//! loaded beforehand. Both raw contenders build their names once per run,
-//! so that the client's share of their figures is as small as the client
-//! library allows. Like distlock, it leaves one key behind: its
-//! namespace's counter.
+//! The raw recipe takes its scripts and its keys' names from
+//! `lock_redis::raw` (the scripts lock-redis runs, and the names it gives
+//! a lock on one server), in a namespace of its own, and sends the same
+//! arguments, each call one `EVALSHA` of a script loaded beforehand. Both
+//! raw contenders build their names once per run, so that the client's
+//! share of their figures is as small as the client library allows. Like
+//! distlock, it leaves one key behind: its namespace's counter.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use lock_core::LockName;
 use redis::aio::ConnectionManager;
-
-const COMMON: &str = include_str!("../../lock-redis/src/scripts/common.lua");
-const ACQUIRE: &str = include_str!("../../lock-redis/src/scripts/acquire.lua");
-const RELEASE: &str = include_str!("../../lock-redis/src/scripts/release_queued.lua");
-
-/// The suffixes of a lock's names that the two scripts take, in order;
-/// `None` stands for the namespace's counter, which is no lock's name.
-const SUFFIXES: [Option<&str>; 7] = [
-    Some(""),
-    None,
-    Some(":watched"),
-    Some(":queue"),
-    Some(":waiters"),
-    Some(":readers"),
-    Some(":readvalues"),
-];
+use redis::Script;
 
 const CLIENTS: usize = 16;
 const KEYS: usize = 1_000;
@@ -74,8 +59,8 @@ const CONTENDERS: [Contender; 3] = [Contender::Floor, Contender::Scripts, Conten
 struct Names {
     /// The floor's key of each of the `KEYS` keys.
     floor: Vec<String>,
-    /// The scripts' seven names of each key, in `SUFFIXES` order.
-    scripts: Vec<Vec<String>>,
+    /// The scripts' seven names of each key, in their KEYS order.
+    scripts: Vec<[String; 7]>,
 }
 
 impl Names {
@@ -86,12 +71,8 @@ impl Names {
                 .collect(),
             scripts: (0..KEYS)
                 .map(|key| {
-                    let base = format!("distlock:{{raw-{run}:k{key}}}");
-                    let counter = format!("distlock:{{raw-{run}:}}:token");
-                    SUFFIXES
-                        .iter()
-                        .map(|s| s.map_or_else(|| counter.clone(), |s| format!("{base}{s}")))
-                        .collect()
+                    let name = LockName::parse(&format!("raw-{run}"), &format!("k{key}"));
+                    lock_redis::raw::lock_keys(&name.expect("a valid lock name"))
                 })
                 .collect(),
         }
@@ -118,8 +99,8 @@ impl Client {
         let mut raw = config
             .connection_manager(&config.nodes[0])
             .expect("a connection");
-        let acquire = load_script(&mut raw, format!("{COMMON}\n{ACQUIRE}")).await;
-        let release = load_script(&mut raw, format!("{COMMON}\n{RELEASE}")).await;
+        let acquire = load_script(&mut raw, lock_redis::raw::acquire_script()).await;
+        let release = load_script(&mut raw, lock_redis::raw::release_script()).await;
         Self {
             raw,
             acquire,
@@ -197,14 +178,9 @@ impl Client {
     }
 }
 
-/// Loads `text` into the server's script cache; its hash.
-async fn load_script(raw: &mut ConnectionManager, text: String) -> String {
-    redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(text)
-        .query_async(raw)
-        .await
-        .expect("SCRIPT LOAD")
+/// Loads `script` into the server's script cache; its hash.
+async fn load_script(raw: &mut ConnectionManager, script: &Script) -> String {
+    script.load_async(raw).await.expect("SCRIPT LOAD")
 }
 
 fn sep(url: &str) -> &'static str {

@@ -1,65 +1,44 @@
 //! [`FileBackend`]: the [`Backend`] implementation over `flock(2)`.
 
-use std::fs::{self, DirBuilder};
-use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::fmt;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use lock_core::backend::Capability::{Semaphores, SharedLocks};
 use lock_core::backend::{
     acquire_with_retries, holder_stream, AcquireRequest, Acquired, Attempt, Backend, Backoff,
-    Capabilities, HolderStream, Primitive, Renewal, TryAcquire, WakeRegistry, WakeSubscription,
+    Capabilities, HolderStream, Primitive, Renewal, TryAcquire, WakeSubscription,
 };
 use lock_core::{FencingToken, HoldKind, LockError, LockInfo, LockName, Namespace};
 
 use crate::attempt::{attempt, Taken};
 use crate::config::{FileConfig, FILE_SCHEME};
-use crate::create::{Disk, Sharing};
-use crate::default_dir::writable;
+use crate::core::{FileCore, UNKNOWN_OWNER};
 use crate::errors;
 use crate::held::FileHeld;
-use crate::names;
 use crate::permits;
-use crate::probe::{self, Holder, OnFree};
+use crate::probe;
 use crate::purge;
-use crate::record::Record;
 use crate::shared::{self, WriterWaiting};
+use crate::wakes::{wake_key, wakes};
 use crate::watch::FileWatch;
 
-/// Mode of a lock directory created by [`FileBackend::open`].
-pub const DIR_MODE: u32 = 0o700;
 /// First wait of the polling fallback.
 pub const POLL_INITIAL: Duration = Duration::from_millis(1);
 /// Longest wait of the polling fallback.
 pub const POLL_CAP: Duration = Duration::from_millis(50);
-/// What [`Backend::inspect`] reports as owner of a lock file that is locked
-/// but was never stamped by distlock (e.g. locked by another program).
-pub const UNKNOWN_OWNER: &str = "unknown";
-/// How long a reader keeps reading a record that does not check out
-/// (because every read raced a write, or because it is damaged) before
-/// reporting an error.
-const UNSETTLED_PATIENCE: Duration = Duration::from_millis(250);
-/// The pause between such reads, after the quick ones.
-const UNSETTLED_PAUSE: Duration = Duration::from_millis(1);
 
 /// Lock files in one directory; see the [crate docs](crate).
 ///
 /// Cheap to clone. Every `FileBackend` of a process shares one wake-up
 /// registry, so a release wakes this process's waiters at once, whichever
 /// backend instance they wait through.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct FileBackend {
-    config: FileConfig,
-    /// `config.dir`, canonicalized: one spelling per directory, so that
-    /// wake-ups reach every backend of the process on that directory.
-    root: PathBuf,
-    /// The modes of what we create (from the directory's mode) and
-    /// `config.fsync`.
-    disk: Disk,
+    core: FileCore,
 }
 
 impl FileBackend {
@@ -73,107 +52,21 @@ impl FileBackend {
     /// write it (saying who owns it), with [`LockError::InvalidConfig`]
     /// when it is not a directory or cannot be used otherwise.
     pub fn open(config: FileConfig) -> Result<Self, LockError> {
-        let dir = &config.dir;
-        let problem = |what: &str, error: &io::Error| errors::dir_error(dir, what, error);
-        match fs::metadata(dir) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                return Err(LockError::invalid_config(format!(
-                    "lock directory `{}` is not a directory",
-                    dir.display()
-                )))
-            }
-            Err(error) if error.kind() == io::ErrorKind::NotFound => DirBuilder::new()
-                .recursive(true)
-                .mode(DIR_MODE)
-                .create(dir)
-                .map_err(|e| problem("cannot be created", &e))?,
-            Err(error) => return Err(problem("cannot be used", &error)),
-        }
-        writable(dir).map_err(|e| problem("is not writable", &e))?;
-        let root = fs::canonicalize(dir).map_err(|e| problem("cannot be resolved", &e))?;
-        let mode = fs::metadata(&root)
-            .map_err(|e| problem("cannot be used", &e))?
-            .mode();
-        let disk = Disk {
-            sharing: Sharing::of_directory_mode(mode),
-            fsync: config.fsync,
-        };
-        Ok(Self { config, root, disk })
-    }
-
-    /// How this backend writes: modes of what it creates, and fsync.
-    pub(crate) fn disk(&self) -> Disk {
-        self.disk
+        Ok(Self {
+            core: FileCore::open(config)?,
+        })
     }
 
     /// The settings this backend was opened with.
     pub fn config(&self) -> &FileConfig {
-        &self.config
+        &self.core.config
     }
 
     /// The lock file of `name`: `<dir>/<namespace>/<encoded key>.lock`
     /// (with `dir` canonicalized). See the crate docs for the encoding.
     pub fn lock_path(&self, name: &LockName) -> PathBuf {
-        names::lock_path(&self.root, name)
+        self.core.lock_path(name)
     }
-
-    fn io_error(&self, what: &str, path: &Path, error: io::Error) -> LockError {
-        errors::io_error(what, path, error)
-    }
-
-    /// The holder of the lock file `path`: owner, token and value of the
-    /// last acquisition recorded in the file while it is locked, `None`
-    /// while it is free. Reads a record that raced a write again.
-    pub(crate) async fn current_holder(&self, path: &Path) -> Result<Option<LockInfo>, LockError> {
-        let give_up_at = Instant::now() + UNSETTLED_PATIENCE;
-        loop {
-            let holder = probe::holder(path, OnFree::Remove(self.disk))
-                .map_err(|e| self.io_error("cannot inspect lock file", path, e))?;
-            match holder {
-                Holder::Free => {
-                    // Our shared lock may have turned away a waiter's attempt.
-                    wakes().wake(&wake_key(path));
-                    return Ok(None);
-                }
-                Holder::Held(record) => {
-                    let record = record.unwrap_or(Record {
-                        token: 0,
-                        owner: None,
-                        value: String::new(),
-                    });
-                    let owner = record.owner.unwrap_or_else(|| UNKNOWN_OWNER.to_owned());
-                    let info = LockInfo::new(owner, FencingToken::new(record.token), None);
-                    return Ok(Some(info.with_value(record.value)));
-                }
-                Holder::Unsettled if Instant::now() < give_up_at => {
-                    tokio::time::sleep(UNSETTLED_PAUSE).await;
-                }
-                Holder::Unsettled => {
-                    return Err(self.io_error(
-                        "cannot read the record of lock file",
-                        path,
-                        io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            "its checksum does not match (the file is damaged)",
-                        ),
-                    ))
-                }
-            }
-        }
-    }
-}
-
-/// The process-wide wake-up registry of all file backends, keyed by lock
-/// file path.
-pub(crate) fn wakes() -> &'static WakeRegistry {
-    static WAKES: OnceLock<WakeRegistry> = OnceLock::new();
-    WAKES.get_or_init(WakeRegistry::new)
-}
-
-/// The registry key of a lock file.
-pub(crate) fn wake_key(path: &Path) -> String {
-    path.to_string_lossy().into_owned()
 }
 
 #[async_trait]
@@ -202,11 +95,11 @@ impl Backend for FileBackend {
         }
         let path = self.lock_path(&request.name);
         let _waiting = loop {
-            match WriterWaiting::try_mark(&path, self.disk) {
+            match WriterWaiting::try_mark(&path, self.core.disk) {
                 Ok(Some(mark)) => break mark,
                 // A reader is stamping its token, for microseconds.
                 Ok(None) => tokio::time::sleep(POLL_INITIAL).await,
-                Err(e) => return Err(self.io_error("cannot mark the gate of", &path, e)),
+                Err(e) => return Err(errors::io_error("cannot mark the gate of", &path, e)),
             }
         };
         acquire_with_retries(self, request).await
@@ -216,7 +109,7 @@ impl Backend for FileBackend {
     /// recorded in the file (`ttl_left: None`: locks do not expire). Briefly
     /// takes a shared lock to find out.
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        self.current_holder(&self.lock_path(name)).await
+        self.core.current_holder(&self.lock_path(name)).await
     }
 
     /// The lock's exclusive holder from its record, or its readers from
@@ -230,16 +123,16 @@ impl Backend for FileBackend {
         let listed = match primitive {
             Primitive::Semaphore => permits::holders(&path)
                 .map(|(records, limit)| (records, HoldKind::Permit { limit })),
-            Primitive::Lock => match probe::held_exclusively(&path, self.disk) {
+            Primitive::Lock => match probe::held_exclusively(&path, self.core.disk) {
                 Ok(true) => {
-                    return Ok(self.current_holder(&path).await?.into_iter().collect());
+                    return Ok(self.core.current_holder(&path).await?.into_iter().collect());
                 }
                 Ok(false) => shared::readers(&path).map(|records| (records, HoldKind::Shared)),
                 Err(error) => Err(error),
             },
         };
         let (records, kind) =
-            listed.map_err(|e| self.io_error("cannot list the holders of", &path, e))?;
+            listed.map_err(|e| errors::io_error("cannot list the holders of", &path, e))?;
         Ok(records
             .into_iter()
             .map(|record| {
@@ -254,19 +147,19 @@ impl Backend for FileBackend {
     /// Pushed by file system notifications on the lock file's directory;
     /// see the crate docs (*Watching*).
     fn watch(&self, name: &LockName) -> HolderStream {
-        holder_stream(FileWatch::new(self.clone(), self.lock_path(name)))
+        holder_stream(FileWatch::new(self.core.clone(), self.lock_path(name)))
     }
 
     /// Renames the namespace's directory out of the way, then removes it
     /// (see the crate docs, *Purging a namespace*). Holders in it report
     /// their locks lost (`TakenAway`) at their next check.
     async fn purge_namespace(&self, namespace: &Namespace) -> Result<(), LockError> {
-        let (root, name) = (self.root.clone(), namespace.as_str().to_owned());
-        let dir = self.root.join(namespace.as_str());
+        let (root, name) = (self.core.root.clone(), namespace.as_str().to_owned());
+        let dir = self.core.root.join(namespace.as_str());
         tokio::task::spawn_blocking(move || purge::purge(&root, &name))
             .await
             .map_err(|e| LockError::backend("the purge task failed", e))?
-            .map_err(|e| self.io_error("cannot remove namespace directory", &dir, e))
+            .map_err(|e| errors::io_error("cannot remove namespace directory", &dir, e))
     }
 }
 
@@ -286,14 +179,14 @@ impl TryAcquire for FileBackend {
         let requested_at = Instant::now();
         let path = self.lock_path(&request.name);
         let kind = request.kind;
-        let attempted = if self.config.fsync {
+        let attempted = if self.core.config.fsync {
             let (path, owner, value) = (path.clone(), request.owner.clone(), request.value.clone());
             // A blocking task runs to its end even when its caller is gone;
             // one that only starts after the caller gave up (the pool was
             // busy) must not take the lock, not even for an instant.
             let caller = CallerAlive::new();
             let alive = caller.flag();
-            let disk = self.disk;
+            let disk = self.core.disk;
             tokio::task::spawn_blocking(move || {
                 if !alive.load(Ordering::SeqCst) {
                     return Ok(Taken::Busy);
@@ -308,10 +201,10 @@ impl TryAcquire for FileBackend {
                 kind,
                 request.owner.as_str(),
                 &request.value,
-                self.disk,
+                self.core.disk,
             )
         };
-        match attempted.map_err(|e| self.io_error("cannot lock", &path, e))? {
+        match attempted.map_err(|e| errors::io_error("cannot lock", &path, e))? {
             Taken::Busy => {
                 tracing::debug!(path = %path.display(), kind = kind.as_str(), "distlock: busy");
                 Ok(Attempt::Held { retry_after: None })
@@ -333,7 +226,7 @@ impl TryAcquire for FileBackend {
                     token: FencingToken::new(token),
                     requested_at,
                     renewal: Renewal::Check {
-                        interval: self.config.check_interval_for(request.ttl),
+                        interval: self.core.config.check_interval_for(request.ttl),
                     },
                     held: Box::new(FileHeld {
                         path: held_path,
@@ -353,6 +246,16 @@ impl TryAcquire for FileBackend {
     /// [`POLL_INITIAL`] to [`POLL_CAP`], with jitter.
     fn poll_policy(&self) -> Backoff {
         Backoff::exponential(POLL_INITIAL, POLL_CAP).with_jitter()
+    }
+}
+
+impl fmt::Debug for FileBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileBackend")
+            .field("config", &self.core.config)
+            .field("root", &self.core.root)
+            .field("disk", &self.core.disk)
+            .finish()
     }
 }
 

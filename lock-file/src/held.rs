@@ -10,7 +10,7 @@ use lock_core::backend::HeldLock;
 use lock_core::{LockError, LossReason, OwnerId};
 
 use crate::attempt::Hold;
-use crate::backend::wakes;
+use crate::wakes::wakes;
 
 /// A held lock, read lock or permit, until released or dropped.
 #[derive(Debug)]

@@ -11,6 +11,7 @@ compile_error!("lock-file needs a Unix system: it is built on flock(2)");
 mod attempt;
 mod backend;
 mod config;
+mod core;
 mod counter;
 mod create;
 mod default_dir;
@@ -24,6 +25,7 @@ mod probe;
 mod purge;
 mod record;
 mod shared;
+mod wakes;
 mod watch;
 
 use std::sync::Arc;
@@ -32,8 +34,9 @@ use lock_core::backend::{Backend, Store};
 use lock_core::url::StoreUrl;
 use lock_core::LockError;
 
-pub use backend::{FileBackend, DIR_MODE, POLL_CAP, POLL_INITIAL, UNKNOWN_OWNER};
+pub use backend::{FileBackend, POLL_CAP, POLL_INITIAL};
 pub use config::{FileConfig, FILE_SCHEME};
+pub use core::{DIR_MODE, UNKNOWN_OWNER};
 pub use counter::BUCKETS;
 pub use create::FILE_MODE;
 pub use default_dir::{default_dir, fallback_dir, DefaultDir, PERSISTENT_DIR, SHARED_DIR_MODE};

@@ -38,7 +38,7 @@ use notify::{Event, EventKind, RecursiveMode, Watcher};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::backend::FileBackend;
+use crate::core::FileCore;
 
 /// After an event that leaves the lock held, the watch reads it again
 /// after each of these delays (counted from the read before), in case the
@@ -63,7 +63,7 @@ pub const WATCH_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The watch of one lock file; see the module docs.
 pub(crate) struct FileWatch {
-    backend: FileBackend,
+    core: FileCore,
     path: PathBuf,
     dir: PathBuf,
     signal: Arc<Signal>,
@@ -102,10 +102,10 @@ struct Signal {
 impl FileWatch {
     /// A watch of the lock file `path`; nothing is set up until the first
     /// read.
-    pub(crate) fn new(backend: FileBackend, path: PathBuf) -> Self {
+    pub(crate) fn new(core: FileCore, path: PathBuf) -> Self {
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         Self {
-            backend,
+            core,
             path,
             dir,
             signal: Arc::default(),
@@ -123,10 +123,10 @@ impl FileWatch {
     /// The same watch on notify's `PollWatcher`, as where no native watcher
     /// can be had.
     #[cfg(test)]
-    pub(crate) fn polling(backend: FileBackend, path: PathBuf) -> Self {
+    pub(crate) fn polling(core: FileCore, path: PathBuf) -> Self {
         Self {
             force_poll: true,
-            ..Self::new(backend, path)
+            ..Self::new(core, path)
         }
     }
 
@@ -135,7 +135,7 @@ impl FileWatch {
     /// with notify's `PollWatcher`.
     fn arm(&mut self) -> Result<(), LockError> {
         self.watcher = None;
-        crate::create::create_dir(&self.dir, self.backend.disk().sharing)
+        crate::create::create_dir(&self.dir, self.core.disk.sharing)
             .map_err(|e| self.io_error("cannot create", e))?;
         let handler = {
             let (signal, path, dir) = (self.signal.clone(), self.path.clone(), self.dir.clone());
@@ -183,7 +183,7 @@ impl FileWatch {
     async fn read_announced(&mut self) -> Result<Option<LockInfo>, LockError> {
         let give_up_at = Instant::now() + UNANNOUNCED_PATIENCE;
         loop {
-            let holder = self.backend.current_holder(&self.path).await?;
+            let holder = self.core.current_holder(&self.path).await?;
             let token = holder.as_ref().map(|info| info.token.get());
             let unannounced = token.filter(|t| *t == 0 || *t <= self.gone);
             if unannounced.is_some() && Instant::now() < give_up_at {

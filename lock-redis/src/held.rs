@@ -9,28 +9,28 @@ use async_trait::async_trait;
 use lock_core::backend::{HeldLock, HoldKind};
 use lock_core::LockError;
 
-use crate::backend::Inner;
-use crate::conn::ScriptCall;
+use crate::conn::{ScriptCall, ToArg};
+use crate::core::RedisCore;
 use crate::renewal::HeldKeys;
 use crate::scripts::scripts;
 use crate::shared::hold_keys;
 
 /// One hold on an instance or cluster.
 pub(crate) struct RedisHeld {
-    inner: Arc<Inner>,
+    core: Arc<RedisCore>,
     lock: HeldKeys,
     kind: HoldKind,
 }
 
 impl RedisHeld {
-    /// The `kind` hold of `lock` on `inner`'s server.
-    pub(crate) fn new(inner: Arc<Inner>, lock: HeldKeys, kind: HoldKind) -> Self {
-        Self { inner, lock, kind }
+    /// The `kind` hold of `lock` on `core`'s server.
+    pub(crate) fn new(core: Arc<RedisCore>, lock: HeldKeys, kind: HoldKind) -> Self {
+        Self { core, lock, kind }
     }
 
     /// Runs a script that answers 1 if the hold is still ours.
     async fn owner_checked(&self, call: &ScriptCall<'_>) -> Result<(), LockError> {
-        let ours: i64 = self.inner.conn.eval(self.inner.timeouts, call).await?;
+        let ours: i64 = self.core.conn.eval(self.core.timeouts, call).await?;
         self.lock.confirm(ours == 1)
     }
 }
@@ -48,7 +48,7 @@ impl fmt::Debug for RedisHeld {
 impl HeldLock for RedisHeld {
     async fn renew(&self, ttl: Duration) -> Result<(), LockError> {
         let Some(keys) = hold_keys(&self.lock.keys, self.kind) else {
-            return self.lock.renew(&self.inner.renewer, ttl).await;
+            return self.lock.renew(&self.core.renewer, ttl).await;
         };
         // A permit's limit must outlive it: its expiry follows too.
         let with_limit = [keys[0], keys[1], self.lock.keys.limit()];
@@ -57,7 +57,7 @@ impl HeldLock for RedisHeld {
             _ => &keys,
         };
         let ttl_ms = ttl.as_millis() as u64;
-        let args: [&dyn crate::conn::ToArg; 2] = [&self.lock.owner, &ttl_ms];
+        let args: [&dyn ToArg; 2] = [&self.lock.owner, &ttl_ms];
         let call = ScriptCall::new("renew", &scripts().renew_hold, names, &args);
         self.owner_checked(&call.idempotent()).await
     }
@@ -69,13 +69,13 @@ impl HeldLock for RedisHeld {
             HoldKind::Permit { .. } => (&scripts().release_permit, &semaphore_keys),
             _ => (&scripts().release_queued, &lock_keys),
         };
-        let args: [&dyn crate::conn::ToArg; 2] = [&self.lock.owner, &0];
+        let args: [&dyn ToArg; 2] = [&self.lock.owner, &0];
         self.owner_checked(&ScriptCall::new("release", script, keys, &args))
             .await
     }
 
     async fn set_value(&self, value: &str) -> Result<(), LockError> {
-        let args: [&dyn crate::conn::ToArg; 2] = [&self.lock.owner, &value];
+        let args: [&dyn ToArg; 2] = [&self.lock.owner, &value];
         match hold_keys(&self.lock.keys, self.kind) {
             None => {
                 let keys = self.lock.keys.watched_lock();

@@ -1,25 +1,24 @@
-//! Clean-ups of abandoned acquisitions, and the attempts that must wait
-//! for them.
+//! The clean-ups of abandoned acquisitions under way, and the attempts
+//! that must wait for them.
 //!
 //! An acquisition that ends without its hold (deadline, error, dropped
 //! call) leaves its place in line, and gives back a hold its unanswered
-//! attempt may have taken, in the background ([`LeaveOnDrop`]). Until that
-//! clean-up's first call has been answered, its line entry may still hold
-//! others back (a waiting writer keeps readers out), so the next attempts
-//! of the same backend on the same object wait for it ([`Leaving::settled`],
-//! bounded): an application that gives up a write and then asks for a read
-//! is not refused by its own leftover. Attempts on objects without a
+//! attempt may have taken, in the background (see
+//! [`abandon`](crate::abandon)). Until that clean-up's first call has
+//! been answered, its line entry may still hold others back (a waiting
+//! writer keeps readers out), so the next attempts of the same backend on
+//! the same object wait for it ([`Leaving::settled`], bounded): an
+//! application that gives up a write and then asks for a read is not
+//! refused by its own leftover. Attempts on objects without a
 //! clean-up under way pay one map look-up.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use lock_core::backend::{spawn_detached, HoldKind};
-use tokio::runtime::Handle;
+use lock_core::backend::HoldKind;
 use tokio::sync::watch;
 
-use crate::backend::{leave, Inner};
 use crate::keys::LockKeys;
 
 /// The clean-ups under way on one backend, counted per object (the Redis
@@ -81,71 +80,6 @@ pub(crate) fn object_of(keys: &LockKeys, kind: HoldKind) -> &str {
     match kind {
         HoldKind::Permit { .. } => keys.permits(),
         _ => keys.lock(),
-    }
-}
-
-/// Leaves the line (and gives back a hold taken meanwhile) in the
-/// background when dropped, unless [disarmed](Self::disarm); the clean-up
-/// counts as under way from the drop on.
-pub(crate) struct LeaveOnDrop {
-    work: Option<Work>,
-    fallback: Option<Handle>,
-}
-
-struct Work {
-    inner: Arc<Inner>,
-    keys: LockKeys,
-    owner: String,
-    ttl: Duration,
-    kind: HoldKind,
-}
-
-impl LeaveOnDrop {
-    /// Arms the clean-up of `owner`'s `kind` acquisition of `keys`.
-    pub(crate) fn new(
-        inner: &Arc<Inner>,
-        keys: &LockKeys,
-        owner: &str,
-        ttl: Duration,
-        kind: HoldKind,
-    ) -> Self {
-        Self {
-            work: Some(Work {
-                inner: Arc::clone(inner),
-                keys: keys.clone(),
-                owner: owner.to_owned(),
-                ttl,
-                kind,
-            }),
-            fallback: Handle::try_current().ok(),
-        }
-    }
-
-    /// Cancels the clean-up: the acquisition holds.
-    pub(crate) fn disarm(mut self) {
-        self.work = None;
-    }
-}
-
-impl Drop for LeaveOnDrop {
-    fn drop(&mut self) {
-        if let Some(work) = self.work.take() {
-            let pending = work.inner.leaving.start(object_of(&work.keys, work.kind));
-            spawn_detached(
-                self.fallback.as_ref(),
-                leave(
-                    work.inner, work.keys, work.owner, work.ttl, work.kind, pending,
-                ),
-            );
-        }
-    }
-}
-
-impl std::fmt::Debug for LeaveOnDrop {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaveOnDrop")
-            .field("armed", &self.work.is_some())
-            .finish()
     }
 }
 

@@ -5,11 +5,17 @@
 //! None: everything the Redis stores does is always built.
 #![deny(missing_docs)]
 
+mod abandon;
+mod acquire;
 mod backend;
+mod client;
 mod config;
 mod conn;
+mod core;
 mod counter;
+mod deadline;
 mod diagnosis;
+mod errors;
 mod grants;
 mod held;
 mod keys;
@@ -18,6 +24,7 @@ mod link;
 mod pubsub;
 mod purge;
 mod queue;
+pub mod raw;
 mod redlock;
 mod renewal;
 mod retry;
@@ -38,7 +45,6 @@ pub use config::{
     RedisConfig, Topology, DEFAULT_PORT, DEFAULT_RESPONSE_TIMEOUT, DEFAULT_SENTINEL_PORT,
 };
 pub use redlock::RedlockBackend;
-pub use renewal::RenewalStats;
 
 /// The Redis store's plug-in: one instance (`redis://`, `rediss://`), a
 /// cluster (`redis+cluster://`, `rediss+cluster://`), the master Redis

@@ -16,7 +16,8 @@
 use lock_core::{LockError, Namespace};
 use redis::Value;
 
-use crate::conn::{Conn, Timeouts};
+use crate::conn::Conn;
+use crate::deadline::Timeouts;
 
 /// How many keys one `SCAN` call looks at (a hint to the server).
 const SCAN_COUNT: usize = 1_000;

@@ -20,53 +20,29 @@
 //! A waiter that gives up (deadline, error, dropped call) leaves the
 //! queue, and if a hand-off reached it meanwhile, passes the lock on.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use lock_core::backend::{AcquireRequest, Attempt, Backoff, TryAcquire, WakeSubscription};
 use lock_core::{LockError, LockName};
 
-use crate::backend::RedisBackend;
+use crate::abandon::LeaveOnDrop;
+use crate::acquire::{acquired, attempt, QueueMode};
+use crate::core::{RedisCore, WAITER_LIFE};
 use crate::grants::GrantTicket;
 use crate::keys::LockKeys;
-use crate::leaving::LeaveOnDrop;
 use crate::pubsub::Listening;
 use crate::scripts::AcquireReply;
-
-/// How long a queued waiter stays in line without renewing its place.
-pub(crate) const WAITER_LIFE: Duration = Duration::from_secs(3);
 
 /// How soon a waiter retries when the channel cannot be subscribed
 /// (pub/sub connection down) and the holder's lease is longer.
 const POLL_WITHOUT_NOTIFICATIONS: Duration = Duration::from_millis(100);
 
-/// What the acquire script does when the lock is held.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum QueueMode {
-    /// Nothing: a `try_lock`, or Redlock.
-    Never,
-    /// Join the queue.
-    Join,
-    /// Renew our place in the queue (and leave it if the lock is free).
-    Joined,
-}
-
-impl QueueMode {
-    /// The script's argument.
-    pub(crate) fn arg(self) -> u8 {
-        match self {
-            Self::Never => 0,
-            Self::Join => 1,
-            Self::Joined => 2,
-        }
-    }
-}
-
-/// One acquisition on a [`RedisBackend`], from its first attempt until it
-/// holds the lock or gives up.
+/// One acquisition on a backend's [`RedisCore`], from its first attempt
+/// until it holds the lock or gives up.
 pub(crate) struct QueuedWait<'a> {
-    backend: &'a RedisBackend,
+    core: &'a Arc<RedisCore>,
     keys: LockKeys,
     ticket: GrantTicket,
     state: Mutex<State>,
@@ -85,11 +61,11 @@ struct State {
 
 impl<'a> QueuedWait<'a> {
     /// Starts an acquisition of `request`'s lock. No network traffic.
-    pub(crate) fn new(backend: &'a RedisBackend, request: &AcquireRequest) -> Self {
+    pub(crate) fn new(core: &'a Arc<RedisCore>, request: &AcquireRequest) -> Self {
         Self {
-            backend,
-            keys: backend.inner().keys(&request.name),
-            ticket: backend.inner().listener.ticket(request.owner.as_str()),
+            core,
+            keys: core.keys(&request.name),
+            ticket: core.listener.ticket(request.owner.as_str()),
             state: Mutex::default(),
         }
     }
@@ -114,10 +90,10 @@ impl<'a> QueuedWait<'a> {
             (true, false) => QueueMode::Join,
             (true, true) => QueueMode::Joined,
         };
-        let (reply, at) = self.backend.attempt(&self.keys, request, mode).await?;
+        let (reply, at) = attempt(self.core, &self.keys, request, mode).await?;
         match reply {
             AcquireReply::Acquired(token) => {
-                Ok(self.backend.acquired(self.keys.clone(), request, token, at))
+                Ok(acquired(self.core, self.keys.clone(), request, token, at))
             }
             AcquireReply::Held { pttl, holder } => {
                 if mode != QueueMode::Never {
@@ -138,7 +114,7 @@ impl<'a> QueuedWait<'a> {
         state.refused_at = Some(at);
         if state.leave.is_none() {
             state.leave = Some(LeaveOnDrop::new(
-                self.backend.inner(),
+                self.core,
                 &self.keys,
                 request.owner.as_str(),
                 request.ttl,
@@ -179,7 +155,7 @@ impl TryAcquire for QueuedWait<'_> {
             // lease if it is still ours.
             let refused_at = self.state().refused_at;
             if let Some(at) = fresh_hand_off(refused_at, request.ttl, Instant::now()) {
-                return Ok(self.backend.acquired(self.keys.clone(), request, token, at));
+                return Ok(acquired(self.core, self.keys.clone(), request, token, at));
             }
         }
         let first = self.attempt(request).await?;
@@ -187,7 +163,7 @@ impl TryAcquire for QueuedWait<'_> {
             return Ok(first);
         }
         // We are in line: make sure a hand-off is heard from now on.
-        let listener = &self.backend.inner().listener;
+        let listener = &self.core.listener;
         match listener.ensure_listening(listener.grant_channel()).await {
             Listening::Already => Ok(first),
             // A hand-off may have come before the subscription: the next

@@ -10,7 +10,6 @@
 //! moment the server extends it.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +18,8 @@ use lock_core::backend::AcquireRequest;
 use lock_core::{LockError, LossReason};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::conn::{Conn, ScriptCall, Timeouts};
+use crate::conn::{Conn, ScriptCall};
+use crate::deadline::Timeouts;
 use crate::keys::LockKeys;
 use crate::scripts::scripts;
 
@@ -92,23 +92,7 @@ impl fmt::Debug for HeldKeys {
 pub(crate) trait RenewTarget: Send + Sync + 'static {
     /// Renews `items` to `ttl`: per item, `Ok(true)` if renewed,
     /// `Ok(false)` if the lock is no longer ours, `Err` if unknown.
-    /// Returns the results and the number of script calls made.
-    async fn renew_many(
-        &self,
-        ttl: Duration,
-        items: &[RenewItem],
-    ) -> (Vec<Result<bool, LockError>>, u64);
-}
-
-/// Counters of the renewal traffic of one backend. Renewals due close
-/// together share one script call, so `round_trips` grows more slowly
-/// than `renewals` when many locks are held.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RenewalStats {
-    /// Lease renewals asked for by guards.
-    pub renewals: u64,
-    /// Script calls (round trips) that carried them.
-    pub round_trips: u64,
+    async fn renew_many(&self, ttl: Duration, items: &[RenewItem]) -> Vec<Result<bool, LockError>>;
 }
 
 struct Request {
@@ -121,22 +105,14 @@ struct Request {
 #[derive(Clone)]
 pub(crate) struct Renewer {
     queue: mpsc::UnboundedSender<Request>,
-    stats: Arc<Stats>,
-}
-
-#[derive(Default)]
-struct Stats {
-    renewals: AtomicU64,
-    round_trips: AtomicU64,
 }
 
 impl Renewer {
     /// Starts the queue's task, sending batches to `target`.
     pub(crate) fn start(target: impl RenewTarget) -> Self {
         let (queue, requests) = mpsc::unbounded_channel();
-        let stats = Arc::new(Stats::default());
-        tokio::spawn(run(Arc::new(target), requests, Arc::clone(&stats)));
-        Self { queue, stats }
+        tokio::spawn(run(Arc::new(target), requests));
+        Self { queue }
     }
 
     /// Renews one lock: `Ok(true)` renewed, `Ok(false)` not ours any more.
@@ -149,37 +125,17 @@ impl Renewer {
             LockError::backend("the renewal queue dropped a request", "backend dropped")
         })?
     }
-
-    pub(crate) fn stats(&self) -> RenewalStats {
-        RenewalStats {
-            renewals: self.stats.renewals.load(Ordering::Relaxed),
-            round_trips: self.stats.round_trips.load(Ordering::Relaxed),
-        }
-    }
 }
 
-impl fmt::Debug for Renewer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Renewer")
-            .field("stats", &self.stats())
-            .finish()
-    }
-}
-
-async fn run(
-    target: Arc<dyn RenewTarget>,
-    mut requests: mpsc::UnboundedReceiver<Request>,
-    stats: Arc<Stats>,
-) {
+/// Gathers the requests due within a [`WINDOW`] into batches and sends
+/// them to `target`, until the backend is gone.
+async fn run(target: Arc<dyn RenewTarget>, mut requests: mpsc::UnboundedReceiver<Request>) {
     while let Some(first) = requests.recv().await {
         tokio::time::sleep(WINDOW).await;
         let mut batch = vec![first];
         while let Ok(next) = requests.try_recv() {
             batch.push(next);
         }
-        stats
-            .renewals
-            .fetch_add(batch.len() as u64, Ordering::Relaxed);
         // Locks of lockers with different ttls share the backend: one call per ttl.
         batch.sort_by_key(|r| r.ttl);
         let mut calls = Vec::new();
@@ -192,12 +148,10 @@ async fn run(
                 .min(MAX_BATCH);
             let chunk: Vec<Request> = batch.drain(..same).collect();
             let target = Arc::clone(&target);
-            let stats = Arc::clone(&stats);
             // Chunks go out concurrently; the connection pipelines them.
             calls.push(tokio::spawn(async move {
                 let items: Vec<RenewItem> = chunk.iter().map(|r| r.item.clone()).collect();
-                let (results, round_trips) = target.renew_many(ttl, &items).await;
-                stats.round_trips.fetch_add(round_trips, Ordering::Relaxed);
+                let results = target.renew_many(ttl, &items).await;
                 for (request, result) in chunk.into_iter().zip(results) {
                     let _ = request.reply.send(result);
                 }
@@ -217,11 +171,7 @@ pub(crate) struct ConnTarget {
 
 #[async_trait]
 impl RenewTarget for ConnTarget {
-    async fn renew_many(
-        &self,
-        ttl: Duration,
-        items: &[RenewItem],
-    ) -> (Vec<Result<bool, LockError>>, u64) {
+    async fn renew_many(&self, ttl: Duration, items: &[RenewItem]) -> Vec<Result<bool, LockError>> {
         renew_on(&self.conn, self.timeouts, ttl, items).await
     }
 }
@@ -233,7 +183,7 @@ pub(crate) async fn renew_on(
     timeouts: Timeouts,
     ttl: Duration,
     items: &[RenewItem],
-) -> (Vec<Result<bool, LockError>>, u64) {
+) -> Vec<Result<bool, LockError>> {
     let keys: Vec<&str> = items.iter().map(|i| i.lock.as_str()).collect();
     let groups = conn.script_groups(&keys);
     let ttl_ms = ttl.as_millis() as u64;
@@ -257,7 +207,6 @@ pub(crate) async fn renew_on(
     });
     let mut results: Vec<Result<bool, LockError>> = items.iter().map(|_| Ok(false)).collect();
     let done = futures_util::future::join_all(calls).await;
-    let round_trips = done.len() as u64;
     for (group, outcome) in done {
         match outcome {
             Ok(flags) => {
@@ -275,7 +224,7 @@ pub(crate) async fn renew_on(
             }
         }
     }
-    (results, round_trips)
+    results
 }
 
 /// A copy of `error` for each lock of a failed batch (the source is

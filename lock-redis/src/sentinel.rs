@@ -22,8 +22,9 @@ use redis::aio::ConnectionManager;
 use redis::{IntoConnectionInfo, RedisConnectionInfo, RedisError, Value};
 use tokio::sync::watch;
 
+use crate::client;
 use crate::config::RedisConfig;
-use crate::conn::{self, Timeouts};
+use crate::deadline::{bounded, Timeouts};
 use crate::diagnosis::{self, detail};
 
 /// The connection to the master the sentinels name, re-resolved after a
@@ -197,7 +198,7 @@ impl MasterLink {
             .arg(&self.master_name)
             .to_owned();
         let what = format!("ask sentinel {sentinel}");
-        let asked = conn::bounded(
+        let asked = bounded(
             &what,
             Timeouts::new(&self.config),
             question.query_async::<Option<(String, u16)>>(&mut manager),
@@ -228,7 +229,7 @@ impl MasterLink {
             None => self.config.connection_manager(addr)?,
         };
         let what = format!("ask {addr} for its role");
-        let asked = conn::bounded(
+        let asked = bounded(
             &what,
             Timeouts::new(&self.config),
             redis::cmd("ROLE").query_async::<Vec<Value>>(&mut manager),
@@ -321,12 +322,12 @@ fn sentinel_manager(config: &RedisConfig, node: &HostPort) -> Result<ConnectionM
         settings = settings.set_password(password.expose());
     }
     let refused = |e: RedisError| LockError::invalid_config(format!("Redis sentinel {node}: {e}"));
-    let info = conn::address(config, node)
+    let info = client::address(config, node)
         .into_connection_info()
         .map_err(refused)?
         .set_redis_settings(settings);
-    let client = conn::open_client(config, info).map_err(refused)?;
-    ConnectionManager::new_lazy_with_config(client, conn::manager_config(config)).map_err(refused)
+    let client = client::open_client(config, info).map_err(refused)?;
+    ConnectionManager::new_lazy_with_config(client, client::manager_config(config)).map_err(refused)
 }
 
 impl RedisConfig {

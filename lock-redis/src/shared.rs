@@ -30,15 +30,14 @@
 //! Read locks and permits are renewed one by one (`ZADD XX` with the new
 //! lease end, owner-checked), not batched like exclusive locks.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::backend::{HoldKind, Primitive};
 use lock_core::{LockError, LockInfo, LockName};
 use redis::Value;
 
-use crate::backend::Inner;
 use crate::conn::ScriptCall;
+use crate::core::RedisCore;
 use crate::keys::LockKeys;
 use crate::scripts::scripts;
 use crate::value::lock_info;
@@ -65,11 +64,11 @@ pub(crate) fn limit_arg(kind: HoldKind) -> String {
 /// Every live holder of `name`'s lock (its exclusive holder, or every
 /// reader) or of its semaphore's permits, oldest first (by token).
 pub(crate) async fn holders_of(
-    inner: &Arc<Inner>,
+    core: &RedisCore,
     name: &LockName,
     primitive: Primitive,
 ) -> Result<Vec<LockInfo>, LockError> {
-    let keys = inner.keys(name);
+    let keys = core.keys(name);
     let (names, arg) = match primitive {
         Primitive::Lock => ([keys.lock(), keys.readers(), keys.read_values()], "lock"),
         Primitive::Semaphore => (
@@ -77,10 +76,10 @@ pub(crate) async fn holders_of(
             "semaphore",
         ),
     };
-    let reply: Value = inner
+    let reply: Value = core
         .conn
         .eval(
-            inner.timeouts,
+            core.timeouts,
             &ScriptCall::new("list holders", &scripts().holders, &names, &[&arg]).idempotent(),
         )
         .await?;

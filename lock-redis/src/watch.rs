@@ -27,8 +27,8 @@ use async_trait::async_trait;
 use lock_core::backend::{Change, HolderSource};
 use lock_core::{LockError, LockInfo, OwnerId};
 
-use crate::backend::Inner;
 use crate::conn::ScriptCall;
+use crate::core::RedisCore;
 use crate::keys::LockKeys;
 use crate::pubsub::{HolderEvent, HolderEvents, Listening};
 use crate::scripts::{parse_inspect, scripts};
@@ -40,7 +40,7 @@ pub(crate) const WATCHED_FOR: Duration = Duration::from_secs(30);
 
 /// One watch of one lock on an instance or a cluster.
 pub(crate) struct RedisWatch {
-    inner: Arc<Inner>,
+    core: Arc<RedisCore>,
     keys: LockKeys,
     /// The server whose pub/sub connection carries the watch.
     node: usize,
@@ -56,9 +56,9 @@ pub(crate) struct RedisWatch {
 
 impl RedisWatch {
     /// A watch of the lock `keys` names. No network traffic.
-    pub(crate) fn new(inner: Arc<Inner>, keys: LockKeys) -> Self {
+    pub(crate) fn new(core: Arc<RedisCore>, keys: LockKeys) -> Self {
         Self {
-            inner,
+            core,
             keys,
             node: 0,
             events: None,
@@ -72,7 +72,7 @@ impl RedisWatch {
     /// used does not deliver).
     fn next_node(&mut self) {
         self.events = None;
-        self.node = (self.node + 1) % self.inner.listener.node_count();
+        self.node = (self.node + 1) % self.core.listener.node_count();
     }
 
     fn unavailable(&self, what: &str) -> LockError {
@@ -86,7 +86,7 @@ impl RedisWatch {
 #[async_trait]
 impl HolderSource for RedisWatch {
     async fn read(&mut self) -> Result<Option<LockInfo>, LockError> {
-        let listener = &self.inner.listener;
+        let listener = &self.core.listener;
         let events = self
             .events
             .get_or_insert_with(|| listener.holder_events(&[self.node], self.keys.holder()));
@@ -103,10 +103,10 @@ impl HolderSource for RedisWatch {
         // Not run twice (not idempotent): a second run's sync would come
         // after changes that the first run's sync already let through.
         let reply: redis::Value = self
-            .inner
+            .core
             .conn
             .eval(
-                self.inner.timeouts,
+                self.core.timeouts,
                 &ScriptCall::new(
                     "watch",
                     &scripts().watch_read,
@@ -117,7 +117,7 @@ impl HolderSource for RedisWatch {
             .await?;
         let now = Instant::now();
         self.rearm_at = sent + WATCHED_FOR / 3;
-        self.sync = Some((nonce.as_str().to_owned(), now + self.inner.timeouts.overall));
+        self.sync = Some((nonce.as_str().to_owned(), now + self.core.timeouts.overall));
         let holder = parse_inspect(reply).map(|(value, ttl_left)| lock_info(&value, ttl_left));
         self.lease_end = holder.as_ref().and_then(|h| h.ttl_left).map(|t| now + t);
         Ok(holder)

@@ -17,9 +17,9 @@
 //! uncontended locks never touch pub/sub. A worker task owns the
 //! connection and reconciles the server's subscriptions with local
 //! interest in batches: it subscribes channels someone waits on and
-//! unsubscribes a channel once nobody has waited on it for [`LINGER`]
-//! (so a hot key is not unsubscribed and subscribed again between two
-//! waits).
+//! unsubscribes a channel once nobody has waited on it for
+//! [`LINGER`](channels::LINGER) (so a hot key is not unsubscribed and
+//! subscribed again between two waits).
 //!
 //! The connection is a RESP3 [`ConnectionManager`](redis::aio::ConnectionManager)
 //! with automatic resubscription: after a reconnect the server's
@@ -31,6 +31,8 @@
 //! A watcher that does not keep up (more than 1,024 messages queued) is
 //! told it missed some, like after a disconnect, and reads again.
 
+mod channels;
+mod events;
 mod node;
 mod worker;
 
@@ -40,75 +42,27 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use lock_core::backend::{WakeRegistry, WakeSubscription};
+use lock_core::url::HostPort;
 use lock_core::{LockError, OwnerId};
 use tokio::sync::mpsc;
 
 use crate::config::RedisConfig;
-use crate::conn;
+use crate::deadline::Timeouts;
 use crate::grants::{GrantBoard, GrantTicket};
-use lock_core::url::HostPort;
-use node::{Interest, NodeListener};
+use channels::Interest;
+use events::EventSender;
+use node::NodeListener;
 
-/// Which server one pub/sub connection listens to.
-#[derive(Clone)]
-pub(crate) enum Target {
-    /// This server, always.
-    Fixed(HostPort),
-    /// The master Redis Sentinel names: the connection moves whenever
-    /// the link does.
-    Following(Arc<crate::sentinel::MasterLink>),
-}
-
-/// How long a channel stays subscribed after its last waiter left.
-pub(crate) const LINGER: Duration = Duration::from_millis(500);
-
-/// What [`Listener::ensure_listening`] found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Listening {
-    /// The channel was already subscribed before the caller's attempt: a
-    /// release after that attempt will be heard.
-    Already,
-    /// It was subscribed just now: a release may have slipped between the
-    /// caller's attempt and the subscription, so attempt once more.
-    Now,
-    /// It could not be subscribed: fall back to polling.
-    Unavailable,
-}
+pub(crate) use events::HolderEvent;
+pub(crate) use node::{Listening, Target};
 
 /// How many messages a watcher that does not keep up may have queued;
 /// beyond that, it is told that it missed some and reads again.
 const WATCHER_QUEUE: usize = 1024;
 
-/// What a watcher of a holder channel hears from one server.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum HolderEvent {
-    /// A message's payload, in the order the server sent them.
-    Message(Vec<u8>),
-    /// Messages may have been missed since the last read: the connection
-    /// broke, or the watcher's queue was full.
-    Missed,
-}
-
-/// Where one watcher's events go.
-#[derive(Clone, Debug)]
-pub(crate) struct EventSender {
-    queue: mpsc::Sender<HolderEvent>,
-    overflowed: Arc<AtomicBool>,
-}
-
-impl EventSender {
-    /// Queues `event`; if the queue is full, marks the watcher as having
-    /// missed events instead.
-    pub(crate) fn send(&self, event: HolderEvent) {
-        if let Err(mpsc::error::TrySendError::Full(_)) = self.queue.try_send(event) {
-            self.overflowed.store(true, Ordering::SeqCst);
-        }
-    }
-}
-
 /// A watcher's registration on a holder channel, on some servers; the
 /// events of all of them arrive on one queue. Dropping it stops the
-/// delivery (and, after [`LINGER`], the subscription).
+/// delivery (and, after [`LINGER`](channels::LINGER), the subscription).
 #[derive(Debug)]
 pub(crate) struct HolderEvents {
     events: mpsc::Receiver<HolderEvent>,
@@ -175,7 +129,7 @@ impl Listener {
             grant_channel: grant_channel.into(),
             _grant_interest: Arc::new(grant_interest),
             nodes: Arc::new(nodes),
-            timeout: conn::Timeouts::new(config).overall,
+            timeout: Timeouts::new(config).overall,
         })
     }
 

@@ -1,70 +1,59 @@
-//! One server's pub/sub connection: the local interest in each channel,
-//! and the dispatch of the server's push messages.
+//! One server's pub/sub connection: registering interest in its
+//! channels, making sure they are subscribed, and the dispatch of the
+//! server's push messages.
 
-use std::collections::HashMap;
-use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use lock_core::backend::WakeRegistry;
+use lock_core::url::HostPort;
 use lock_core::LockError;
 use redis::aio::{AsyncPushSender, ConnectionManager, SendError};
 use redis::{PushInfo, PushKind, Value};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
-use super::{worker, EventSender, HolderEvent, Listening, Target};
+use super::channels::{Interest, NodeChannels, Subscription};
+use super::events::EventSender;
+use super::worker;
+use crate::client;
 use crate::config::RedisConfig;
-use crate::conn;
+use crate::deadline::Timeouts;
 use crate::grants::{parse_grant, GrantBoard};
-use lock_core::url::HostPort;
+use crate::sentinel::MasterLink;
 
-/// Whether a channel's subscription is in force on one server.
+/// Which server one pub/sub connection listens to.
+#[derive(Clone)]
+pub(crate) enum Target {
+    /// This server, always.
+    Fixed(HostPort),
+    /// The master Redis Sentinel names: the connection moves whenever
+    /// the link does.
+    Following(Arc<MasterLink>),
+}
+
+/// What [`Listener::ensure_listening`](super::Listener::ensure_listening)
+/// found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum State {
-    /// Not asked for yet.
-    Inactive,
-    /// Asked for; the worker has not confirmed it.
-    Pending,
-    /// Confirmed by the server since the connection last broke.
-    Active,
-    /// Confirmed once, but the connection broke since: the automatic
-    /// resubscription may or may not have restored it yet.
-    Stale,
-    /// The last attempt failed (server unreachable).
-    Failed,
+pub(crate) enum Listening {
+    /// The channel was already subscribed before the caller's attempt: a
+    /// release after that attempt will be heard.
+    Already,
+    /// It was subscribed just now: a release may have slipped between the
+    /// caller's attempt and the subscription, so attempt once more.
+    Now,
+    /// It could not be subscribed: fall back to polling.
+    Unavailable,
 }
 
 /// One server's pub/sub connection and its channel states.
 #[derive(Debug)]
 pub(super) struct NodeListener {
-    shared: Arc<Shared>,
-}
-
-pub(super) struct Shared {
-    channels: Mutex<HashMap<String, Channel>>,
-    /// Channels the worker should look at.
-    todo: mpsc::UnboundedSender<String>,
-    registry: WakeRegistry,
-    grants: GrantBoard,
-    /// How many times the connection broke; a subscription counts as in
-    /// force only if it was confirmed under the current count.
-    breaks: AtomicU64,
-    /// Names the watchers of [`Channel::watchers`].
-    next_watcher: AtomicU64,
-}
-
-pub(super) struct Channel {
-    /// Local waiters and watchers interested in it.
-    pub(super) refs: usize,
-    /// When `refs` last dropped to zero.
-    pub(super) idle_since: Option<Instant>,
-    pub(super) state: watch::Sender<State>,
-    /// Watchers of a holder channel, to hand its messages to.
-    watchers: Vec<(u64, EventSender)>,
+    channels: Arc<NodeChannels>,
 }
 
 impl NodeListener {
+    /// Starts the worker of `target`'s connection, with `config`'s
+    /// credentials and TLS; it connects on first use.
     pub(super) fn start(
         config: &RedisConfig,
         target: &Target,
@@ -72,20 +61,13 @@ impl NodeListener {
         grants: GrantBoard,
     ) -> Result<Self, LockError> {
         let (todo, requests) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared {
-            channels: Mutex::new(HashMap::new()),
-            todo,
-            registry,
-            grants,
-            breaks: AtomicU64::new(0),
-            next_watcher: AtomicU64::new(0),
-        });
+        let channels = Arc::new(NodeChannels::new(todo, registry, grants));
         if config.tls.is_some() {
-            conn::install_crypto_provider();
+            client::install_crypto_provider();
         }
         let open = Opener {
             config: config.clone(),
-            shared: Arc::downgrade(&shared),
+            channels: Arc::downgrade(&channels),
         };
         let source = match target {
             Target::Fixed(node) => worker::Source::Fixed(open.connection(node)?),
@@ -97,179 +79,68 @@ impl NodeListener {
         tokio::spawn(worker::run(
             source,
             requests,
-            Arc::downgrade(&shared),
-            conn::Timeouts::new(config).overall,
+            Arc::downgrade(&channels),
+            Timeouts::new(config).overall,
         ));
-        Ok(Self { shared })
+        Ok(Self { channels })
     }
 
     /// Registers interest in `channel` (and, for a watcher, where its
     /// messages go). No network traffic.
     pub(super) fn interest(&self, channel: &str, watcher: Option<EventSender>) -> Interest {
-        let mut channels = self.shared.channels();
-        let entry = channels
-            .entry(channel.to_owned())
-            .or_insert_with(|| Channel {
-                refs: 0,
-                idle_since: None,
-                state: watch::Sender::new(State::Inactive),
-                watchers: Vec::new(),
-            });
-        entry.refs += 1;
-        entry.idle_since = None;
-        let watcher = watcher.map(|sender| {
-            let id = self.shared.next_watcher.fetch_add(1, Ordering::Relaxed);
-            entry.watchers.push((id, sender));
-            id
-        });
-        Interest {
-            shared: Arc::clone(&self.shared),
-            channel: channel.to_owned(),
-            watcher,
-        }
+        self.channels.interest(channel, watcher)
     }
 
+    /// Makes sure `channel` is subscribed, waiting at most `timeout` for
+    /// the worker; the caller holds an interest in it.
     pub(super) async fn ensure(&self, channel: &str, timeout: Duration) -> Listening {
         let mut state = {
-            let mut channels = self.shared.channels();
-            let Some(entry) = channels.get_mut(channel) else {
+            let mut entries = self.channels.entries();
+            let Some(entry) = entries.get_mut(channel) else {
                 return Listening::Unavailable;
             };
             // Copied out: the borrow holds the watch's read lock.
             let current = *entry.state.borrow();
             match current {
-                State::Active => return Listening::Already,
-                State::Pending => {}
-                State::Inactive | State::Stale | State::Failed => {
-                    entry.state.send_replace(State::Pending);
-                    let _ = self.shared.todo.send(channel.to_owned());
+                Subscription::Active => return Listening::Already,
+                Subscription::Pending => {}
+                Subscription::Inactive | Subscription::Stale | Subscription::Failed => {
+                    entry.state.send_replace(Subscription::Pending);
+                    let _ = self.channels.todo.send(channel.to_owned());
                 }
             }
             entry.state.subscribe()
         };
         let settled = async move {
             state
-                .wait_for(|s| !matches!(s, State::Pending | State::Inactive))
+                .wait_for(|s| !matches!(s, Subscription::Pending | Subscription::Inactive))
                 .await
                 .map(|s| *s)
         };
         match tokio::time::timeout(timeout, settled).await {
-            Ok(Ok(State::Active)) => Listening::Now,
+            Ok(Ok(Subscription::Active)) => Listening::Now,
             _ => Listening::Unavailable,
         }
     }
 }
 
 /// Opens pub/sub connections that hand their push messages to one
-/// listener's [`Shared`] state.
+/// server's [`NodeChannels`].
 struct Opener {
     config: RedisConfig,
-    shared: Weak<Shared>,
+    channels: Weak<NodeChannels>,
 }
 
 impl Opener {
     /// A connection to `node` (made on first use) that resubscribes by
     /// itself after a reconnect.
     fn connection(&self, node: &HostPort) -> Result<ConnectionManager, LockError> {
-        let manager_config = conn::manager_config(&self.config)
-            .set_push_sender(Dispatch(self.shared.clone()))
+        let manager_config = client::manager_config(&self.config)
+            .set_push_sender(Dispatch(self.channels.clone()))
             .set_automatic_resubscription();
-        let client = conn::client(&self.config, node)?;
+        let client = client::client(&self.config, node)?;
         ConnectionManager::new_lazy_with_config(client, manager_config)
             .map_err(|e| LockError::invalid_config(format!("Redis pub/sub at {node}: {e}")))
-    }
-}
-
-impl Shared {
-    pub(super) fn channels(&self) -> MutexGuard<'_, HashMap<String, Channel>> {
-        // Every update is a single step; a poisoned map is still consistent.
-        self.channels.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// How many times the connection broke so far.
-    pub(super) fn breaks(&self) -> u64 {
-        self.breaks.load(Ordering::SeqCst)
-    }
-
-    /// The connection broke (or was replaced): nothing counts as
-    /// subscribed until confirmed again; waiters try again, watchers read
-    /// again.
-    pub(super) fn disconnected(&self) {
-        self.breaks.fetch_add(1, Ordering::SeqCst);
-        let names: Vec<String> = {
-            let channels = self.channels();
-            for entry in channels.values() {
-                entry.state.send_if_modified(|state| {
-                    let active = *state == State::Active;
-                    if active {
-                        *state = State::Stale;
-                    }
-                    active
-                });
-                for (_, watcher) in &entry.watchers {
-                    watcher.send(HolderEvent::Missed);
-                }
-            }
-            channels.keys().cloned().collect()
-        };
-        for name in names {
-            self.registry.wake(&name);
-        }
-        self.grants.wake_all();
-    }
-
-    /// Hands a message of `channel` to its watchers; false if it has none.
-    fn to_watchers(&self, channel: &str, payload: &[u8]) -> bool {
-        let channels = self.channels();
-        match channels.get(channel) {
-            Some(entry) if !entry.watchers.is_empty() => {
-                for (_, watcher) in &entry.watchers {
-                    watcher.send(HolderEvent::Message(payload.to_vec()));
-                }
-                true
-            }
-            _ => false,
-        }
-    }
-}
-
-impl fmt::Debug for Shared {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Shared")
-            .field("channels", &self.channels().len())
-            .finish()
-    }
-}
-
-/// One waiter's or watcher's interest in a channel on one server; dropped
-/// with the waiter's `WakeSubscription` or the watcher's `HolderEvents`.
-#[derive(Debug)]
-pub(crate) struct Interest {
-    shared: Arc<Shared>,
-    channel: String,
-    watcher: Option<u64>,
-}
-
-impl Drop for Interest {
-    fn drop(&mut self) {
-        let mut channels = self.shared.channels();
-        if let Some(entry) = channels.get_mut(&self.channel) {
-            if let Some(id) = self.watcher {
-                entry.watchers.retain(|(watcher, _)| *watcher != id);
-            }
-            entry.refs = entry.refs.saturating_sub(1);
-            if entry.refs == 0 {
-                let state = *entry.state.borrow();
-                if matches!(state, State::Inactive | State::Failed) {
-                    // Never subscribed on the server (the uncontended case):
-                    // forget it here, without waking the worker.
-                    channels.remove(&self.channel);
-                } else {
-                    entry.idle_since = Some(Instant::now());
-                    let _ = self.shared.todo.send(self.channel.clone());
-                }
-            }
-        }
     }
 }
 
@@ -277,11 +148,11 @@ impl Drop for Interest {
 /// holder channel's message goes to its watchers, a release wakes the
 /// channel's waiters, at once; a disconnect wakes everyone (messages may
 /// be lost until the subscriptions are restored).
-struct Dispatch(Weak<Shared>);
+struct Dispatch(Weak<NodeChannels>);
 
 impl AsyncPushSender for Dispatch {
     fn send(&self, info: PushInfo) -> Result<(), SendError> {
-        let Some(shared) = self.0.upgrade() else {
+        let Some(channels) = self.0.upgrade() else {
             return Err(SendError);
         };
         match info.kind {
@@ -294,19 +165,19 @@ impl AsyncPushSender for Dispatch {
                 let Ok(channel) = std::str::from_utf8(channel) else {
                     return Ok(());
                 };
-                if shared.to_watchers(channel, payload) {
+                if channels.to_watchers(channel, payload) {
                     return Ok(());
                 }
                 match parse_grant(payload) {
                     Some((token, owner)) => {
-                        shared.grants.offer(owner, token);
+                        channels.grants.offer(owner, token);
                     }
                     None => {
-                        shared.registry.wake(channel);
+                        channels.registry.wake(channel);
                     }
                 }
             }
-            PushKind::Disconnection => shared.disconnected(),
+            PushKind::Disconnection => channels.disconnected(),
             _ => {}
         }
         Ok(())

@@ -11,8 +11,7 @@ use lock_core::LockError;
 use redis::aio::ConnectionManager;
 use tokio::sync::{mpsc, watch};
 
-use super::node::{Shared, State};
-use super::LINGER;
+use super::channels::{NodeChannels, Subscription, LINGER};
 
 /// What one round of the worker sends to the server.
 #[derive(Debug, Default)]
@@ -75,97 +74,149 @@ fn open_announced(
 /// Owns the pub/sub connection; subscribes and unsubscribes in batches.
 pub(super) async fn run(
     mut source: Source,
-    mut requests: mpsc::UnboundedReceiver<String>,
-    shared: Weak<Shared>,
+    requests: mpsc::UnboundedReceiver<String>,
+    channels: Weak<NodeChannels>,
     timeout: Duration,
 ) {
-    let mut connection = source.initial();
-    // The channels subscribed on the server, each with the number of
-    // connection breaks when the server confirmed it.
-    let mut subscribed: HashMap<String, u64> = HashMap::new();
-    // Idle channels to look at again once their linger is over.
-    let mut lingering: BTreeMap<Instant, Vec<String>> = BTreeMap::new();
-    loop {
+    let mut worker = Worker {
+        connection: source.initial(),
+        source,
+        requests,
+        channels,
+        timeout,
+        subscribed: HashMap::new(),
+        lingering: BTreeMap::new(),
+    };
+    while let Some((batch, now)) = worker.next_batch().await {
+        let Some((plan, breaks)) = worker.plan(batch, now) else {
+            return;
+        };
+        if !plan.subscribe.is_empty() && !worker.subscribe(&plan.subscribe, breaks).await {
+            return;
+        }
+        if !plan.unsubscribe.is_empty() {
+            worker.unsubscribe(&plan.unsubscribe).await;
+        }
+    }
+}
+
+/// The task's state from one round to the next.
+struct Worker {
+    source: Source,
+    connection: Option<ConnectionManager>,
+    requests: mpsc::UnboundedReceiver<String>,
+    channels: Weak<NodeChannels>,
+    timeout: Duration,
+    /// The channels subscribed on the server, each with the number of
+    /// connection breaks when the server confirmed it.
+    subscribed: HashMap<String, u64>,
+    /// Idle channels to look at again once their linger is over.
+    lingering: BTreeMap<Instant, Vec<String>>,
+}
+
+impl Worker {
+    /// Waits for channels to look at (asked for, or whose linger is
+    /// over), moving the connection meanwhile if the master moves; the
+    /// channels and the time they were gathered. `None` once the listener
+    /// is gone.
+    async fn next_batch(&mut self) -> Option<(HashSet<String>, Instant)> {
         let mut batch: HashSet<String> = HashSet::new();
-        let next_linger = lingering.keys().next().copied();
-        tokio::select! {
-            request = requests.recv() => match request {
-                Some(channel) => { batch.insert(channel); }
-                None => return,
-            },
-            () = sleep_until_or_forever(next_linger) => {}
-            moved = source.moved() => {
-                // The old server's subscriptions go with its connection:
-                // every channel is subscribed again, on the new one, as
-                // its waiters ask.
-                connection = moved;
-                subscribed.clear();
-                match shared.upgrade() {
-                    Some(shared) => shared.disconnected(),
-                    None => return,
+        loop {
+            let next_linger = self.lingering.keys().next().copied();
+            tokio::select! {
+                request = self.requests.recv() => {
+                    batch.insert(request?);
+                    break;
                 }
-                continue;
+                () = sleep_until_or_forever(next_linger) => break,
+                moved = self.source.moved() => self.moved(moved)?,
             }
         }
-        while let Ok(channel) = requests.try_recv() {
+        while let Ok(channel) = self.requests.try_recv() {
             batch.insert(channel);
         }
         let now = Instant::now();
-        while let Some(entry) = lingering.first_entry() {
+        while let Some(entry) = self.lingering.first_entry() {
             if *entry.key() > now {
                 break;
             }
             batch.extend(entry.remove());
         }
-        let (plan, breaks) = match shared.upgrade() {
-            Some(shared) => {
-                let breaks = shared.breaks();
-                let plan = plan(&shared, &subscribed, breaks, batch, now, &mut lingering);
-                (plan, breaks)
-            }
-            None => return,
+        Some((batch, now))
+    }
+
+    /// The followed master moved to `connection`. The old server's
+    /// subscriptions go with its connection: every channel is subscribed
+    /// again, on the new one, as its waiters ask. `None` once the
+    /// listener is gone.
+    fn moved(&mut self, connection: Option<ConnectionManager>) -> Option<()> {
+        self.connection = connection;
+        self.subscribed.clear();
+        self.channels.upgrade()?.disconnected();
+        Some(())
+    }
+
+    /// What to send for `batch`, and the connection breaks so far; `None`
+    /// once the listener is gone.
+    fn plan(&mut self, batch: HashSet<String>, now: Instant) -> Option<(Plan, u64)> {
+        let channels = self.channels.upgrade()?;
+        let breaks = channels.breaks();
+        let plan = plan(
+            &channels,
+            &self.subscribed,
+            breaks,
+            batch,
+            now,
+            &mut self.lingering,
+        );
+        Some((plan, breaks))
+    }
+
+    /// Subscribes `names` (asked for when the connection had broken
+    /// `breaks` times) and tells their waiters how it went; false once
+    /// the listener is gone.
+    async fn subscribe(&mut self, names: &[String], breaks: u64) -> bool {
+        let outcome = match self.connection.as_mut() {
+            Some(c) => tokio::time::timeout(self.timeout, c.subscribe(names)).await,
+            None => Ok(Err(no_master_yet())),
         };
-        if !plan.subscribe.is_empty() {
-            let outcome = match connection.as_mut() {
-                Some(c) => tokio::time::timeout(timeout, c.subscribe(&plan.subscribe)).await,
-                None => Ok(Err(no_master_yet())),
-            };
-            let Some(shared) = shared.upgrade() else {
-                return;
-            };
-            let state = match outcome {
-                // Confirmed on a connection that has not broken since the
-                // request went out: in force. Otherwise the automatic
-                // resubscription restores it, but unconfirmed.
-                Ok(Ok(())) if shared.breaks() == breaks => State::Active,
-                Ok(Ok(())) => State::Stale,
-                Ok(Err(error)) => {
-                    tracing::debug!(%error, "distlock: pub/sub subscribe failed; waiters poll");
-                    State::Failed
-                }
-                Err(_) => State::Failed,
-            };
-            if matches!(state, State::Active | State::Stale) {
-                for channel in &plan.subscribe {
-                    subscribed.insert(channel.clone(), breaks);
-                }
+        let Some(channels) = self.channels.upgrade() else {
+            return false;
+        };
+        let state = match outcome {
+            // Confirmed on a connection that has not broken since the
+            // request went out: in force. Otherwise the automatic
+            // resubscription restores it, but unconfirmed.
+            Ok(Ok(())) if channels.breaks() == breaks => Subscription::Active,
+            Ok(Ok(())) => Subscription::Stale,
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "distlock: pub/sub subscribe failed; waiters poll");
+                Subscription::Failed
             }
-            let channels = shared.channels();
-            for channel in &plan.subscribe {
-                if let Some(entry) = channels.get(channel) {
-                    entry.state.send_replace(state);
-                }
+            Err(_) => Subscription::Failed,
+        };
+        if matches!(state, Subscription::Active | Subscription::Stale) {
+            for name in names {
+                self.subscribed.insert(name.clone(), breaks);
             }
         }
-        if !plan.unsubscribe.is_empty() {
-            // Whatever the outcome: a failed unsubscribe means a broken
-            // connection, whose replacement starts without the channel.
-            if let Some(c) = connection.as_mut() {
-                let _ = tokio::time::timeout(timeout, c.unsubscribe(&plan.unsubscribe)).await;
+        let entries = channels.entries();
+        for name in names {
+            if let Some(entry) = entries.get(name) {
+                entry.state.send_replace(state);
             }
-            for channel in &plan.unsubscribe {
-                subscribed.remove(channel);
-            }
+        }
+        true
+    }
+
+    /// Unsubscribes `names`, whatever the outcome: a failed unsubscribe
+    /// means a broken connection, whose replacement starts without them.
+    async fn unsubscribe(&mut self, names: &[String]) {
+        if let Some(c) = self.connection.as_mut() {
+            let _ = tokio::time::timeout(self.timeout, c.unsubscribe(names)).await;
+        }
+        for name in names {
+            self.subscribed.remove(name);
         }
     }
 }
@@ -173,7 +224,7 @@ pub(super) async fn run(
 /// Compares local interest in the channels of `batch` with the server's
 /// subscriptions (`breaks`: the connection breaks so far).
 fn plan(
-    shared: &Shared,
+    node: &NodeChannels,
     subscribed: &HashMap<String, u64>,
     breaks: u64,
     batch: HashSet<String>,
@@ -181,7 +232,7 @@ fn plan(
     lingering: &mut BTreeMap<Instant, Vec<String>>,
 ) -> Plan {
     let mut plan = Plan::default();
-    let mut channels = shared.channels();
+    let mut channels = node.entries();
     for channel in batch {
         let Some(entry) = channels.get(&channel) else {
             if subscribed.contains_key(&channel) {
@@ -190,9 +241,9 @@ fn plan(
             continue;
         };
         if entry.refs > 0 {
-            let wanted = matches!(*entry.state.borrow(), State::Pending);
+            let wanted = matches!(*entry.state.borrow(), Subscription::Pending);
             if wanted && subscribed.get(&channel) == Some(&breaks) {
-                entry.state.send_replace(State::Active);
+                entry.state.send_replace(Subscription::Active);
             } else if wanted {
                 plan.subscribe.push(channel);
             }

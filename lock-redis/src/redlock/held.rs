@@ -10,8 +10,9 @@ use futures_util::future::join_all;
 use lock_core::backend::HeldLock;
 use lock_core::LockError;
 
-use super::Inner;
-use crate::conn::{self, Conn, ScriptCall, Timeouts};
+use super::core::RedlockCore;
+use crate::conn::{Conn, ScriptCall, ToArg};
+use crate::deadline::Timeouts;
 use crate::renewal::{clone_error, renew_on, HeldKeys, RenewItem, RenewTarget};
 use crate::scripts::scripts;
 use crate::value::redlock_rest;
@@ -25,35 +26,27 @@ pub(super) struct RedlockTarget {
 
 #[async_trait]
 impl RenewTarget for RedlockTarget {
-    async fn renew_many(
-        &self,
-        ttl: Duration,
-        items: &[RenewItem],
-    ) -> (Vec<Result<bool, LockError>>, u64) {
+    async fn renew_many(&self, ttl: Duration, items: &[RenewItem]) -> Vec<Result<bool, LockError>> {
         let per_node = join_all(
             self.nodes
                 .iter()
                 .map(|n| renew_on(n, self.timeouts, ttl, items)),
         )
         .await;
-        let round_trips = per_node.iter().map(|(_, trips)| trips).sum();
         let n = self.nodes.len();
-        let results = (0..items.len())
+        (0..items.len())
             .map(|i| {
-                let renewed = per_node
-                    .iter()
-                    .filter(|(r, _)| matches!(r[i], Ok(true)))
-                    .count();
+                let renewed = per_node.iter().filter(|r| matches!(r[i], Ok(true))).count();
                 let refused = per_node
                     .iter()
-                    .filter(|(r, _)| matches!(r[i], Ok(false)))
+                    .filter(|r| matches!(r[i], Ok(false)))
                     .count();
                 if renewed >= self.quorum {
                     Ok(true)
                 } else if refused > n - self.quorum {
                     Ok(false)
                 } else {
-                    let error = per_node.iter().find_map(|(r, _)| r[i].as_ref().err());
+                    let error = per_node.iter().find_map(|r| r[i].as_ref().err());
                     Err(error
                         .map(clone_error)
                         .unwrap_or_else(|| LockError::Unavailable {
@@ -62,14 +55,13 @@ impl RenewTarget for RedlockTarget {
                         }))
                 }
             })
-            .collect();
-        (results, round_trips)
+            .collect()
     }
 }
 
 /// One lock held on a majority of masters.
 pub(super) struct RedlockHeld {
-    inner: Arc<Inner>,
+    core: Arc<RedlockCore>,
     lock: HeldKeys,
     /// The number of the last value written (the acquire's is 0).
     values: AtomicU64,
@@ -77,9 +69,9 @@ pub(super) struct RedlockHeld {
 
 impl RedlockHeld {
     /// The lock `lock` names, just taken.
-    pub(super) fn new(inner: Arc<Inner>, lock: HeldKeys) -> Self {
+    pub(super) fn new(core: Arc<RedlockCore>, lock: HeldKeys) -> Self {
         Self {
-            inner,
+            core,
             lock,
             values: AtomicU64::new(0),
         }
@@ -97,12 +89,12 @@ impl RedlockHeld {
         partial: bool,
     ) -> Result<(), LockError> {
         let outcomes = self
-            .inner
-            .eval_on::<i64>(0..self.inner.nodes.len(), call)
+            .core
+            .eval_on::<i64>(0..self.core.nodes.len(), call)
             .await;
         let done = outcomes.iter().filter(|o| matches!(o, Ok(1))).count();
         let unknown = outcomes.iter().filter(|o| o.is_err()).count();
-        let quorum = self.inner.quorum;
+        let quorum = self.core.quorum;
         if done >= quorum || (partial && done > 0 && done + unknown >= quorum) {
             Ok(())
         } else if done + unknown >= quorum {
@@ -128,11 +120,11 @@ impl fmt::Debug for RedlockHeld {
 #[async_trait]
 impl HeldLock for RedlockHeld {
     async fn renew(&self, ttl: Duration) -> Result<(), LockError> {
-        self.lock.renew(&self.inner.renewer, ttl).await
+        self.lock.renew(&self.core.renewer, ttl).await
     }
 
     async fn release(&self) -> Result<(), LockError> {
-        let args: [&dyn conn::ToArg; 2] = [&self.lock.owner, &self.lock.keys.channel()];
+        let args: [&dyn ToArg; 2] = [&self.lock.owner, &self.lock.keys.channel()];
         let lock = self.lock.keys.watched_lock();
         let call = ScriptCall::new("Redlock release", &scripts().release, &lock, &args);
         self.on_masters("release", &call, true).await
@@ -143,7 +135,7 @@ impl HeldLock for RedlockHeld {
         // master it reads from may still hold.
         let seq = self.values.fetch_add(1, Ordering::Relaxed) + 1;
         let rest = redlock_rest(seq, value);
-        let args: [&dyn conn::ToArg; 2] = [&self.lock.owner, &rest];
+        let args: [&dyn ToArg; 2] = [&self.lock.owner, &rest];
         let lock = self.lock.keys.watched_lock();
         let call = ScriptCall::new("set value", &scripts().set_value, &lock, &args);
         self.on_masters("set value", &call.idempotent(), false)

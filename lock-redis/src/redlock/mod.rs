@@ -17,9 +17,12 @@
 //! holds while a master that restarts keeps its counters (AOF with
 //! `appendfsync always`); see the crate docs.
 //!
-//! This module holds the backend; `round` runs one acquire round and
-//! undoes partial ones, `held` renews and releases a held lock.
+//! This module holds the backend; `core` the state its parts share and
+//! the calls on every master, `round` runs one acquire round and undoes
+//! partial ones, `held` renews and releases a held lock, `watch` follows
+//! the holder a majority agrees on.
 
+mod core;
 mod held;
 mod round;
 mod watch;
@@ -37,52 +40,25 @@ use lock_core::backend::{
     acquire_with_retries, holder_stream, AcquireRequest, Acquired, Attempt, Backend, Backoff,
     Capabilities, HolderStream, TryAcquire, WakeSubscription,
 };
-use lock_core::{FencingToken, LockError, LockInfo, LockName, Namespace};
+use lock_core::{LockError, LockInfo, LockName, Namespace};
 
 use crate::config::RedisConfig;
-use crate::conn::{Conn, ScriptCall, Timeouts};
-use crate::counter::Counters;
-use crate::keys::LockKeys;
+use crate::conn::{Conn, ScriptCall};
+use crate::deadline::Timeouts;
 use crate::pubsub::{Listener, Listening};
 use crate::purge::purge;
-use crate::renewal::{RenewalStats, Renewer};
-use crate::scripts::{parse_inspect, scripts};
-use crate::value::{parse_lock_value, parse_redlock_rest};
+use crate::renewal::Renewer;
+use crate::scripts::scripts;
 
+use self::core::RedlockCore;
 use held::RedlockTarget;
+use round::attempt;
 use watch::RedlockWatch;
 
 /// Locks held by a majority of independent masters (`redlock://`).
 #[derive(Clone)]
 pub struct RedlockBackend {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    nodes: Vec<Conn>,
-    timeouts: Timeouts,
-    quorum: usize,
-    listener: Listener,
-    renewer: Renewer,
-    config: RedisConfig,
-}
-
-impl Inner {
-    /// Runs `call` on the masters at `nodes` (indices into
-    /// [`nodes`](Self::nodes)), all at once; their outcomes in that order.
-    async fn eval_on<T: redis::FromRedisValue>(
-        &self,
-        nodes: impl Iterator<Item = usize>,
-        call: &ScriptCall<'_>,
-    ) -> Vec<Result<T, LockError>> {
-        join_all(nodes.map(|i| self.nodes[i].eval(self.timeouts, call))).await
-    }
-
-    /// The Redis names of the lock `name`: the same on every master, with
-    /// one counter per namespace.
-    fn keys(&self, name: &LockName) -> LockKeys {
-        LockKeys::new(name, Counters::PerNamespace)
-    }
+    core: Arc<RedlockCore>,
 }
 
 impl RedlockBackend {
@@ -116,7 +92,7 @@ impl RedlockBackend {
             quorum,
         });
         Ok(Self {
-            inner: Arc::new(Inner {
+            core: Arc::new(RedlockCore {
                 nodes,
                 timeouts,
                 quorum,
@@ -125,37 +101,6 @@ impl RedlockBackend {
                 config,
             }),
         })
-    }
-
-    /// The renewal traffic so far (round trips count one per master).
-    pub fn renewal_stats(&self) -> RenewalStats {
-        self.inner.renewer.stats()
-    }
-
-    /// Runs `call` on every master; fails unless a majority answered.
-    async fn on_all<T: redis::FromRedisValue>(
-        &self,
-        call: &ScriptCall<'_>,
-    ) -> Result<Vec<T>, LockError> {
-        let answers: Vec<T> = self
-            .inner
-            .eval_on(0..self.inner.nodes.len(), call)
-            .await
-            .into_iter()
-            .filter_map(Result::ok)
-            .collect();
-        if answers.len() < self.inner.quorum {
-            return Err(LockError::Unavailable {
-                message: format!(
-                    "Redlock {}: only {} of {} masters answered",
-                    call.what(),
-                    answers.len(),
-                    self.inner.nodes.len()
-                ),
-                source: None,
-            });
-        }
-        Ok(answers)
     }
 }
 
@@ -175,27 +120,17 @@ impl Backend for RedlockBackend {
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        let keys = self.inner.keys(name);
-        let replies: Vec<redis::Value> = self
-            .on_all(&ScriptCall::new(
-                "inspect",
-                &scripts().inspect,
-                &[keys.lock()],
-                &[],
-            ))
-            .await?;
-        let values: Vec<(String, Option<Duration>)> =
-            replies.into_iter().filter_map(parse_inspect).collect();
-        Ok(majority_holder(&values, self.inner.quorum))
+        self.core.holder(name).await
     }
 
     fn watch(&self, name: &LockName) -> HolderStream {
-        holder_stream(RedlockWatch::new(self.clone(), name.clone()))
+        holder_stream(RedlockWatch::new(Arc::clone(&self.core), name.clone()))
     }
 
     async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
-        let keys = self.inner.keys(name);
+        let keys = self.core.keys(name);
         let removed: Vec<i64> = self
+            .core
             .on_all(&ScriptCall::new(
                 "force release",
                 &scripts().force_release,
@@ -209,12 +144,11 @@ impl Backend for RedlockBackend {
     /// Purges every master; fails unless every master answered (one that
     /// did not keeps the namespace's keys there: run it again).
     async fn purge_namespace(&self, namespace: &Namespace) -> Result<(), LockError> {
-        let inner = &self.inner;
+        let core = &self.core;
         let outcomes = join_all(
-            inner
-                .nodes
+            core.nodes
                 .iter()
-                .map(|node| purge(node, inner.timeouts, namespace)),
+                .map(|node| purge(node, core.timeouts, namespace)),
         )
         .await;
         let n = outcomes.len();
@@ -236,17 +170,17 @@ impl Backend for RedlockBackend {
 #[async_trait]
 impl TryAcquire for RedlockBackend {
     async fn watch_releases(&self, name: &LockName) -> Result<WakeSubscription, LockError> {
-        Ok(self.inner.listener.watch(self.inner.keys(name).channel()))
+        Ok(self.core.listener.watch(self.core.keys(name).channel()))
     }
 
     async fn try_acquire_once(&self, request: &AcquireRequest) -> Result<Attempt, LockError> {
-        let keys = self.inner.keys(&request.name);
-        let first = self.attempt(&keys, request).await?;
+        let keys = self.core.keys(&request.name);
+        let first = attempt(&self.core, &keys, request).await?;
         if matches!(first, Attempt::Acquired(_)) || !request.wait.may_wait() {
             return Ok(first);
         }
-        match self.inner.listener.ensure_listening(keys.channel()).await {
-            Listening::Now => self.attempt(&keys, request).await,
+        match self.core.listener.ensure_listening(keys.channel()).await {
+            Listening::Now => attempt(&self.core, &keys, request).await,
             Listening::Already => Ok(first),
             Listening::Unavailable => Ok(Attempt::Held {
                 retry_after: Some(Duration::from_millis(100)),
@@ -259,40 +193,11 @@ impl TryAcquire for RedlockBackend {
     }
 }
 
-/// The holder a majority of masters agree on, from each master's lock
-/// value and PTTL: the largest token among them (the raise stamps it on
-/// all), the shortest lease, and the value with the highest number.
-fn majority_holder(values: &[(String, Option<Duration>)], quorum: usize) -> Option<LockInfo> {
-    let stored: Vec<_> = values
-        .iter()
-        .filter_map(|(value, ttl)| Some((parse_lock_value(value)?, *ttl)))
-        .collect();
-    for (candidate, _) in &stored {
-        let same: Vec<_> = stored
-            .iter()
-            .filter(|(s, _)| s.owner == candidate.owner)
-            .collect();
-        if same.len() < quorum {
-            continue;
-        }
-        let token = same.iter().map(|(s, _)| s.token).max();
-        let ttl_left = same.iter().filter_map(|(_, ttl)| *ttl).min();
-        let value = same
-            .iter()
-            .map(|(s, _)| parse_redlock_rest(s.rest))
-            .max_by_key(|(seq, _)| *seq)
-            .map_or("", |(_, value)| value);
-        let token = token.unwrap_or(FencingToken::new(0));
-        return Some(LockInfo::new(candidate.owner, token, ttl_left).with_value(value));
-    }
-    None
-}
-
 impl fmt::Debug for RedlockBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedlockBackend")
-            .field("config", &self.inner.config)
-            .field("quorum", &self.inner.quorum)
+            .field("config", &self.core.config)
+            .field("quorum", &self.core.quorum)
             .finish()
     }
 }
@@ -337,42 +242,5 @@ async fn too_few_masters(
             message,
             source: None,
         },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn master(value: &str, ttl_ms: u64) -> (String, Option<Duration>) {
-        (value.to_owned(), Some(Duration::from_millis(ttl_ms)))
-    }
-
-    #[test]
-    fn the_holder_is_the_owner_a_majority_agrees_on() {
-        let values = [
-            master("7 a\n2 newest", 900),
-            master("5 a\n1 older", 800),
-            master("7 a", 950),
-            master("9 b\n0 other", 990),
-        ];
-        let holder = majority_holder(&values, 3).unwrap();
-        assert_eq!(holder.owner, "a");
-        assert_eq!(holder.token, FencingToken::new(7), "the stamped token");
-        assert_eq!(holder.ttl_left, Some(Duration::from_millis(800)));
-        assert_eq!(holder.value, "newest", "the highest-numbered value");
-        assert_eq!(majority_holder(&values[1..], 3), None, "no majority");
-    }
-
-    #[test]
-    fn a_value_replaced_on_a_minority_is_seen_only_if_newer() {
-        let values = [
-            master("7 a\n1 set", 900),
-            master("7 a\n1 set", 900),
-            master("7 a", 900),
-        ];
-        assert_eq!(majority_holder(&values, 2).unwrap().value, "set");
-        let unset = [master("7 a\n3 ", 900), master("7 a\n2 x", 900)];
-        assert_eq!(majority_holder(&unset, 2).unwrap().value, "");
     }
 }

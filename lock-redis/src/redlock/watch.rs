@@ -20,21 +20,22 @@
 //! catches a holder before every master stamped its token keeps the
 //! larger one seen).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
 use futures_util::future::join_all;
-use lock_core::backend::{Backend, Change, HolderSource};
+use lock_core::backend::{Change, HolderSource};
 use lock_core::{LockError, LockInfo, LockName};
 
-use super::RedlockBackend;
+use super::core::RedlockCore;
 use crate::keys::LockKeys;
 use crate::pubsub::{HolderEvent, HolderEvents, Listening};
 use crate::watch::WATCHED_FOR;
 
 /// One watch of one Redlock lock.
 pub(super) struct RedlockWatch {
-    backend: RedlockBackend,
+    core: Arc<RedlockCore>,
     name: LockName,
     keys: LockKeys,
     events: Option<HolderEvents>,
@@ -45,11 +46,11 @@ pub(super) struct RedlockWatch {
 }
 
 impl RedlockWatch {
-    /// A watch of `name` on `backend`'s masters. No network traffic.
-    pub(super) fn new(backend: RedlockBackend, name: LockName) -> Self {
+    /// A watch of `name` on `core`'s masters. No network traffic.
+    pub(super) fn new(core: Arc<RedlockCore>, name: LockName) -> Self {
         Self {
-            keys: backend.inner.keys(&name),
-            backend,
+            keys: core.keys(&name),
+            core,
             name,
             events: None,
             lease_end: None,
@@ -61,11 +62,11 @@ impl RedlockWatch {
     /// Subscribes the holder channel and sets the marker on every master;
     /// how many masters have both.
     async fn arm(&mut self) -> usize {
-        let inner = &self.backend.inner;
-        let all: Vec<usize> = (0..inner.nodes.len()).collect();
+        let core = &self.core;
+        let all: Vec<usize> = (0..core.nodes.len()).collect();
         let events = self
             .events
-            .get_or_insert_with(|| inner.listener.holder_events(&all, self.keys.holder()));
+            .get_or_insert_with(|| core.listener.holder_events(&all, self.keys.holder()));
         events.clear();
         let marked_for = WATCHED_FOR.as_millis() as u64;
         let mut mark = redis::cmd("SET");
@@ -75,12 +76,12 @@ impl RedlockWatch {
             .arg(marked_for);
         // Both must be in place before the read; neither needs the other.
         let (subscribed, marks) = tokio::join!(
-            inner.listener.ensure_on(&all, self.keys.holder()),
-            join_all(inner.nodes.iter().map(|node| node.query::<()>(
-                inner.timeouts,
-                "watch",
-                &mark
-            )),)
+            core.listener.ensure_on(&all, self.keys.holder()),
+            join_all(
+                core.nodes
+                    .iter()
+                    .map(|node| node.query::<()>(core.timeouts, "watch", &mark)),
+            )
         );
         subscribed
             .iter()
@@ -93,9 +94,9 @@ impl RedlockWatch {
 #[async_trait]
 impl HolderSource for RedlockWatch {
     async fn read(&mut self) -> Result<Option<LockInfo>, LockError> {
-        let inner = &self.backend.inner;
-        let n = inner.nodes.len();
-        let needed = n - inner.quorum + 1;
+        let core = &self.core;
+        let n = core.nodes.len();
+        let needed = n - core.quorum + 1;
         let started = Instant::now();
         let armed = self.arm().await;
         if armed < needed {
@@ -106,7 +107,7 @@ impl HolderSource for RedlockWatch {
                 source: None,
             });
         }
-        let mut holder = self.backend.inspect(&self.name).await?;
+        let mut holder = self.core.holder(&self.name).await?;
         let now = Instant::now();
         self.rearm_at = started + WATCHED_FOR / 3;
         self.lease_end = holder.as_ref().and_then(|h| h.ttl_left).map(|t| now + t);
