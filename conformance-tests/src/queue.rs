@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use distlock::{LockOptions, Locker};
+use tokio::task::JoinHandle;
 
 /// The key every queue check locks (each check has its own namespace).
 pub const QUEUE_KEY: &str = "queue";
@@ -67,25 +68,7 @@ where
     for (i, &waiter) in waiters.iter().enumerate() {
         let locker = open().await;
         let before: HashSet<String> = queued(holder.clone()).await.into_iter().collect();
-        let events = Arc::clone(&events);
-        tasks.push(tokio::spawn(async move {
-            let options = match waiter {
-                Waiter::Stays => LockOptions::new().wait(Duration::from_secs(60)),
-                Waiter::QuitsAfter(after) => LockOptions::new().wait(after),
-            };
-            match locker.lock_with(QUEUE_KEY, options).await {
-                Ok(guard) => {
-                    events.lock().unwrap().push(Event::Took(i));
-                    // Long enough for a second holder to show up, were the
-                    // queue to let one in early.
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    events.lock().unwrap().push(Event::Left(i));
-                    guard.release().await.unwrap();
-                }
-                Err(e) if e.is_timeout() => events.lock().unwrap().push(Event::TimedOut(i)),
-                Err(e) => panic!("waiter {i}: {e}"),
-            }
-        }));
+        tasks.push(spawn_waiter(locker, i, waiter, Arc::clone(&events)));
         tokio::time::timeout(Duration::from_secs(10), async {
             loop {
                 let now = queued(holder.clone()).await;
@@ -102,14 +85,7 @@ where
         .iter()
         .filter(|w| matches!(w, Waiter::QuitsAfter(_)))
         .count();
-    tokio::time::timeout(Duration::from_secs(30), async {
-        while events.lock().unwrap().len() < quitters {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("the waiters that quit did not time out");
-    let early: Vec<Event> = events.lock().unwrap().clone();
+    let early = wait_for_quitters(&events, quitters).await;
     assert!(
         early.iter().all(|e| matches!(e, Event::TimedOut(_))),
         "a waiter got the lock while it was held: {early:?}"
@@ -122,6 +98,47 @@ where
             .unwrap();
     }
     Arc::try_unwrap(events).unwrap().into_inner().unwrap()
+}
+
+/// Starts waiter `i` on `locker`: it waits for [`QUEUE_KEY`] as `waiter`
+/// says and records in `events` what it did.
+fn spawn_waiter(
+    locker: Locker,
+    i: usize,
+    waiter: Waiter,
+    events: Arc<Mutex<Vec<Event>>>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let options = match waiter {
+            Waiter::Stays => LockOptions::new().wait(Duration::from_secs(60)),
+            Waiter::QuitsAfter(after) => LockOptions::new().wait(after),
+        };
+        match locker.lock_with(QUEUE_KEY, options).await {
+            Ok(guard) => {
+                events.lock().unwrap().push(Event::Took(i));
+                // Long enough for a second holder to show up, were the
+                // queue to let one in early.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                events.lock().unwrap().push(Event::Left(i));
+                guard.release().await.unwrap();
+            }
+            Err(e) if e.is_timeout() => events.lock().unwrap().push(Event::TimedOut(i)),
+            Err(e) => panic!("waiter {i}: {e}"),
+        }
+    })
+}
+
+/// Waits until `quitters` events are recorded (the waiters that quit
+/// timing out, if the queue holds), and returns the events so far.
+async fn wait_for_quitters(events: &Mutex<Vec<Event>>, quitters: usize) -> Vec<Event> {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while events.lock().unwrap().len() < quitters {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the waiters that quit did not time out");
+    events.lock().unwrap().clone()
 }
 
 /// Runs [`run_queue`] on `shape` and asserts that the waiters it names

@@ -57,6 +57,14 @@ struct LaunchError {
     port_in_use: bool,
 }
 
+impl ServerSpec {
+    /// Starts the server on fresh free ports and waits until it is ready;
+    /// see [`Server::start`].
+    pub async fn start(self) -> Result<Server, String> {
+        Server::start(self).await
+    }
+}
+
 impl Server {
     /// Starts a server from `spec` on fresh free ports, with a fresh data
     /// dir, and waits until its readiness probe passes.

@@ -1,5 +1,7 @@
 //! How to launch a server: [`ServerSpec`] and the [`ServerContext`] its
-//! argument builder and readiness probe see.
+//! argument builder and readiness probe see. Launching is the server's
+//! job: [`ServerSpec::start`] is defined with [`Server`](crate::Server),
+//! which this module does not know.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -9,14 +11,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::probe::{self, ProbeFuture};
-use crate::server::Server;
 
 /// Default time a server gets to answer its readiness probe. Generous
 /// because JVMs (ZooKeeper) start slowly on a busy 2-core machine.
 pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where one launch of a server lives: its ports and data dir. The same
-/// context is used again by [`Server::restart`].
+/// context is used again by [`Server::restart`](crate::Server::restart).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerContext {
     /// The main client port (`ports[0]`).
@@ -140,12 +141,6 @@ impl ServerSpec {
     /// The program run.
     pub fn program(&self) -> &Path {
         &self.program
-    }
-
-    /// Starts the server on fresh free ports and waits until it is ready;
-    /// see [`Server::start`].
-    pub async fn start(self) -> Result<Server, String> {
-        Server::start(self).await
     }
 }
 

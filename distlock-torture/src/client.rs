@@ -8,7 +8,7 @@ use distlock::{LockOptions, Locker};
 use tokio::sync::watch;
 
 use crate::clock::now_ns;
-use crate::journal::Journal;
+use crate::link::RegisterLink;
 use crate::primitive::Hold;
 use crate::register::{Op, Verdict};
 
@@ -45,29 +45,29 @@ impl Workload {
 /// finished and released first, a wait is abandoned.
 pub async fn run(
     locker: &Locker,
-    journal: &dyn Journal,
+    register: &dyn RegisterLink,
     workload: &Workload,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), String> {
     while !*stop.borrow() {
         let key = &workload.keys[fastrand::usize(..workload.keys.len())];
-        journal.send(Op::Waiting { key: key.clone() }).await?;
+        register.send(Op::Waiting { key: key.clone() }).await?;
         let options = LockOptions::default().wait(workload.wait());
         let taken = tokio::select! {
             taken = Hold::take(locker, key, "torture-client", options) => taken,
             _ = stopped(&mut stop) => {
-                journal.send(Op::GaveUp { key: key.clone() }).await?;
+                register.send(Op::GaveUp { key: key.clone() }).await?;
                 break;
             }
         };
         match taken {
             Ok(taken) => {
-                hold(&taken, key, journal, workload).await?;
+                hold(&taken, key, register, workload).await?;
                 // A hold lost meanwhile says so here; already counted.
                 let _ = taken.release().await;
             }
             Err(_) => {
-                journal.send(Op::GaveUp { key: key.clone() }).await?;
+                register.send(Op::GaveUp { key: key.clone() }).await?;
                 // A store that fails fast (cut off, restarting) is not
                 // hammered.
                 tokio::time::sleep(workload.ttl / 20).await;
@@ -81,14 +81,14 @@ pub async fn run(
 async fn hold(
     guard: &Hold,
     key: &str,
-    journal: &dyn Journal,
+    register: &dyn RegisterLink,
     workload: &Workload,
 ) -> Result<(), String> {
     let token = guard.token();
     let (length, writes) = workload.holding();
     let claim = now_ns();
     if !guard.is_held() {
-        journal.send(Op::Lost { key: key.into() }).await?;
+        register.send(Op::Lost { key: key.into() }).await?;
         return Ok(());
     }
     let begin = Op::Begin {
@@ -96,7 +96,7 @@ async fn hold(
         token,
         claim,
     };
-    let mut verdict = journal.send(begin).await?;
+    let mut verdict = register.send(begin).await?;
     for _ in 0..writes {
         if verdict == Verdict::Stale {
             break;
@@ -104,7 +104,7 @@ async fn hold(
         tokio::time::sleep(length / writes).await;
         let claim = now_ns();
         if !guard.is_held() {
-            journal.send(Op::Lost { key: key.into() }).await?;
+            register.send(Op::Lost { key: key.into() }).await?;
             return Ok(());
         }
         let write = Op::Write {
@@ -112,9 +112,9 @@ async fn hold(
             token,
             claim,
         };
-        verdict = journal.send(write).await?;
+        verdict = register.send(write).await?;
     }
-    journal.send(Op::End { key: key.into() }).await?;
+    register.send(Op::End { key: key.into() }).await?;
     Ok(())
 }
 

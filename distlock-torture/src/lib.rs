@@ -24,8 +24,9 @@ pub mod clock;
 pub mod deployment;
 pub mod faults;
 pub mod fleet;
-pub mod journal;
+pub mod link;
 pub mod nemesis;
+pub mod plan;
 pub mod primitive;
 pub mod register;
 pub mod report;
@@ -34,5 +35,6 @@ mod trail;
 
 pub use deployment::Topology;
 pub use faults::Fault;
+pub use plan::Plan;
 pub use report::Row;
-pub use run::{run, Plan};
+pub use run::run;

@@ -37,95 +37,132 @@ impl Nemesis<'_> {
     /// Injects `fault` and heals it; `Ok(false)` when there was nothing
     /// to inject it into (no client process held a lock in time).
     pub async fn inject(&mut self, fault: Fault) -> Result<bool, String> {
-        let past_ttl = self.ttl * 2;
         match fault {
-            Fault::HolderPause => {
-                let Some(index) = self.a_holder().await else {
-                    return Ok(false);
-                };
-                let pid = self.fleet.members[index].pid();
-                let id = self.fleet.members[index].id;
-                pause_group(pid).await?;
-                self.register.note(&format!("client {id} frozen"));
-                sleep(past_ttl).await;
-                resume_group(pid).map_err(|e| format!("SIGCONT: {e}"))?;
-                self.register.note(&format!("client {id} resumed"));
-            }
-            Fault::HolderKill => {
-                let Some(index) = self.a_holder().await else {
-                    return Ok(false);
-                };
-                let id = self.fleet.kill(index);
-                self.register.gone(id);
-                self.fleet.add(self.deployment).await?;
-            }
-            Fault::ServerKill => {
-                let index = self.any_server();
-                let server = &self.deployment.servers[index];
-                server.stop();
-                self.register.note(&format!("server {index} killed"));
-                sleep(self.ttl / 2).await;
-                server.restart().await?;
-                self.register.note(&format!("server {index} restarted"));
-            }
-            Fault::ServerPause => {
-                let index = self.any_server();
-                let server = &self.deployment.servers[index];
-                server.pause().await?;
-                self.register.note(&format!("server {index} frozen"));
-                sleep(past_ttl).await;
-                server.resume()?;
-                self.register.note(&format!("server {index} resumed"));
-            }
-            Fault::Partition => {
-                let index = match self.a_holder().await {
-                    Some(index) => index,
-                    None => fastrand::usize(..self.fleet.members.len()),
-                };
-                let (id, proxies) = {
-                    let member = &self.fleet.members[index];
-                    (member.id, &member.proxies)
-                };
-                proxies.iter().for_each(FaultProxy::blackhole);
-                self.register.note(&format!("client {id} cut off"));
-                sleep(past_ttl).await;
-                proxies.iter().for_each(FaultProxy::restore);
-                self.register.note(&format!("client {id} reconnected"));
-            }
-            Fault::Latency => {
-                let until = Instant::now() + past_ttl;
-                self.register.note("latency on");
-                while Instant::now() < until {
-                    let most = self.ttl / 10;
-                    for proxy in self.all_proxies() {
-                        proxy.set_latency(most.mul_f64(fastrand::f64()));
-                    }
-                    sleep(self.ttl / 20).await;
-                }
-                for proxy in self.all_proxies() {
-                    proxy.set_latency(Duration::ZERO);
-                }
-                self.register.note("latency off");
-            }
-            Fault::MemberKill => {
-                let index = match self.deployment.leader().await {
-                    Some(index) => index,
-                    None => self.any_server(),
-                };
-                let server = &self.deployment.servers[index];
-                server.stop();
-                self.register.note(&format!("member {index} killed"));
-                let down = match self.deployment.topology {
-                    Topology::RedisCluster => CLUSTER_FAILOVER_WAIT,
-                    Topology::RedisSentinel => SENTINEL_FAILOVER_WAIT.max(past_ttl),
-                    _ => past_ttl,
-                };
-                sleep(down).await;
-                server.restart().await?;
-                self.register.note(&format!("member {index} restarted"));
-            }
+            Fault::HolderPause => self.freeze_holder().await,
+            Fault::HolderKill => self.kill_holder().await,
+            Fault::ServerKill => self.kill_server().await.map(|()| true),
+            Fault::ServerPause => self.freeze_server().await.map(|()| true),
+            Fault::Partition => self.cut_off_client().await.map(|()| true),
+            Fault::Latency => self.slow_down().await.map(|()| true),
+            Fault::MemberKill => self.kill_leader().await.map(|()| true),
         }
+    }
+
+    /// Long enough for a lease to run out: two ttls.
+    fn past_ttl(&self) -> Duration {
+        self.ttl * 2
+    }
+
+    /// Freezes a client process holding a lock past its lease, then lets
+    /// it run again.
+    async fn freeze_holder(&self) -> Result<bool, String> {
+        let Some(index) = self.a_holder().await else {
+            return Ok(false);
+        };
+        let pid = self.fleet.members[index].pid();
+        let id = self.fleet.members[index].id;
+        pause_group(pid).await?;
+        self.register.note(&format!("client {id} frozen"));
+        sleep(self.past_ttl()).await;
+        resume_group(pid).map_err(|e| format!("SIGCONT: {e}"))?;
+        self.register.note(&format!("client {id} resumed"));
         Ok(true)
+    }
+
+    /// Kills a client process holding a lock, and starts another in its
+    /// place.
+    async fn kill_holder(&mut self) -> Result<bool, String> {
+        let Some(index) = self.a_holder().await else {
+            return Ok(false);
+        };
+        let id = self.fleet.kill(index);
+        self.register.gone(id);
+        self.fleet.add(self.deployment).await?;
+        Ok(true)
+    }
+
+    /// Kills a server for half a ttl, then restarts it.
+    async fn kill_server(&self) -> Result<(), String> {
+        let index = self.any_server();
+        let server = &self.deployment.servers[index];
+        server.stop();
+        self.register.note(&format!("server {index} killed"));
+        sleep(self.ttl / 2).await;
+        server.restart().await?;
+        self.register.note(&format!("server {index} restarted"));
+        Ok(())
+    }
+
+    /// Freezes a server past the lease, then lets it run again.
+    async fn freeze_server(&self) -> Result<(), String> {
+        let index = self.any_server();
+        let server = &self.deployment.servers[index];
+        server.pause().await?;
+        self.register.note(&format!("server {index} frozen"));
+        sleep(self.past_ttl()).await;
+        server.resume()?;
+        self.register.note(&format!("server {index} resumed"));
+        Ok(())
+    }
+
+    /// Cuts a client process (a holder if one holds in time) off every
+    /// server past the lease, then reconnects it.
+    async fn cut_off_client(&self) -> Result<(), String> {
+        let index = match self.a_holder().await {
+            Some(index) => index,
+            None => fastrand::usize(..self.fleet.members.len()),
+        };
+        let (id, proxies) = {
+            let member = &self.fleet.members[index];
+            (member.id, &member.proxies)
+        };
+        proxies.iter().for_each(FaultProxy::blackhole);
+        self.register.note(&format!("client {id} cut off"));
+        sleep(self.past_ttl()).await;
+        proxies.iter().for_each(FaultProxy::restore);
+        self.register.note(&format!("client {id} reconnected"));
+        Ok(())
+    }
+
+    /// Adds a random latency of up to a tenth of the ttl to every
+    /// client's connections, changed every twentieth of a ttl, for two
+    /// ttls.
+    async fn slow_down(&self) -> Result<(), String> {
+        let until = Instant::now() + self.past_ttl();
+        self.register.note("latency on");
+        while Instant::now() < until {
+            let most = self.ttl / 10;
+            for proxy in self.all_proxies() {
+                proxy.set_latency(most.mul_f64(fastrand::f64()));
+            }
+            sleep(self.ttl / 20).await;
+        }
+        for proxy in self.all_proxies() {
+            proxy.set_latency(Duration::ZERO);
+        }
+        self.register.note("latency off");
+        Ok(())
+    }
+
+    /// Kills the leader of the deployment (any member where there is
+    /// none) long enough for another to take over, then restarts it.
+    async fn kill_leader(&self) -> Result<(), String> {
+        let index = match self.deployment.leader().await {
+            Some(index) => index,
+            None => self.any_server(),
+        };
+        let server = &self.deployment.servers[index];
+        server.stop();
+        self.register.note(&format!("member {index} killed"));
+        let down = match self.deployment.topology {
+            Topology::RedisCluster => CLUSTER_FAILOVER_WAIT,
+            Topology::RedisSentinel => SENTINEL_FAILOVER_WAIT.max(self.past_ttl()),
+            _ => self.past_ttl(),
+        };
+        sleep(down).await;
+        server.restart().await?;
+        self.register.note(&format!("member {index} restarted"));
+        Ok(())
     }
 
     /// A client process holding a lock by the register's timeline, waited

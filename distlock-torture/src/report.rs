@@ -6,8 +6,8 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use crate::faults::Fault;
+use crate::plan::Plan;
 use crate::register::Figures;
-use crate::run::Plan;
 
 /// What one store, topology and set of faults did.
 #[derive(Debug, Clone, Serialize)]

@@ -8,16 +8,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock::Locker;
+use tempfile::TempDir;
 use tokio::net::UnixListener;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio::time::{sleep, timeout, Instant};
 
 use crate::client::{self, Workload};
-use crate::deployment::{Deployment, Topology};
+use crate::deployment::Deployment;
 use crate::faults::Fault;
 use crate::fleet::{addrs_through, proxies_for, ClientCommand, Fleet};
-use crate::journal::{serve, LocalJournal};
+use crate::link::{serve, DirectLink};
 use crate::nemesis::Nemesis;
+use crate::plan::Plan;
 use crate::primitive::{self, Primitive};
 use crate::register::Register;
 use crate::report::Row;
@@ -29,36 +32,11 @@ const MAX_MISSES: u64 = 10;
 /// Ids of client processes start here; tasks count from 1.
 const FIRST_PROCESS_ID: u32 = 1000;
 
-/// What one row runs.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    /// The deployment.
-    pub topology: Topology,
-    /// The faults, injected by turns (each at least once).
-    pub faults: Vec<Fault>,
-    /// How long clients run (longer if the faults need it).
-    pub duration: Duration,
-    /// Client tasks inside the runner.
-    pub tasks: usize,
-    /// Client processes (one client each).
-    pub processes: usize,
-    /// Locks the clients share (besides one election and, where the
-    /// store has semaphores, one semaphore).
-    pub keys: usize,
-    /// The lease of every lock.
-    pub ttl: Duration,
-    /// The `distlock-torture` program, started for client processes.
-    pub program: PathBuf,
-}
-
 /// Runs `plan` and returns its row.
 pub async fn run(plan: &Plan) -> Result<Row, String> {
     let deployment = Deployment::start(plan.topology).await?;
     let register = Arc::new(Register::new());
-    let socket_dir = tempfile::tempdir().map_err(|e| format!("socket directory: {e}"))?;
-    let socket = socket_dir.path().join("register.sock");
-    let listener = UnixListener::bind(&socket).map_err(|e| format!("register socket: {e}"))?;
-    let server = tokio::spawn(serve(Arc::clone(&register), listener));
+    let served = ServedRegister::start(&register)?;
 
     let namespace = unique_namespace();
     let task_proxies = proxies_for(&deployment)?;
@@ -77,18 +55,10 @@ pub async fn run(plan: &Plan) -> Result<Row, String> {
         ttl: plan.ttl,
     });
     let (stop, stopped) = watch::channel(false);
-    let mut tasks = Vec::new();
-    for id in 1..=plan.tasks as u32 {
-        let locker = connect(&task_url, plan.ttl).await?;
-        let journal = LocalJournal::new(Arc::clone(&register), id);
-        let (workload, stopped) = (Arc::clone(&workload), stopped.clone());
-        tasks.push(tokio::spawn(async move {
-            client::run(&locker, &journal, &workload, stopped).await
-        }));
-    }
+    let tasks = start_tasks(plan, &task_url, &register, &workload, &stopped).await?;
     let command = ClientCommand {
         program: plan.program.clone(),
-        socket,
+        socket: served.socket.clone(),
         namespace: namespace.clone(),
         keys: keys.clone(),
         ttl: plan.ttl,
@@ -104,44 +74,21 @@ pub async fn run(plan: &Plan) -> Result<Row, String> {
             task_proxies: &task_proxies,
             ttl: plan.ttl,
         };
-        by_turns(
-            &mut nemesis,
-            &plan.faults,
-            started + plan.duration,
-            plan.ttl,
-        )
-        .await?
+        let deadline = started + plan.duration;
+        by_turns(&mut nemesis, &plan.faults, deadline, plan.ttl).await?
     };
     let seconds = started.elapsed().as_secs_f64();
 
     let _ = stop.send(true);
     let grace = plan.ttl * 4;
     let killed_at_stop = fleet.stop(grace).await;
-    for task in tasks {
-        match timeout(grace, task).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => return Err(format!("client task: {e}")),
-            Ok(Err(e)) => return Err(format!("client task: {e}")),
-            Err(_) => return Err("a client task did not stop".into()),
-        }
-    }
+    stop_tasks(tasks, grace).await?;
     let figures = register.figures();
-    server.abort();
+    served.task.abort();
     for incident in register.incidents() {
         eprintln!("distlock-torture: {}: {incident}", plan.topology);
     }
-
-    // What is still there one ttl after everyone stopped.
-    sleep(plan.ttl + Duration::from_millis(500)).await;
-    let direct = deployment.url(&deployment.client_addrs, &namespace, plan.ttl);
-    let checker = connect(&direct, plan.ttl).await?;
-    let mut leftovers = 0;
-    for key in &keys {
-        leftovers += held_on(&checker, key)
-            .await
-            .map_err(|e| format!("inspect {key}: {e}"))?;
-    }
-
+    let leftovers = leftovers(&deployment, &namespace, &keys, plan.ttl).await?;
     Ok(Row::new(
         plan,
         seconds,
@@ -150,6 +97,89 @@ pub async fn run(plan: &Plan) -> Result<Row, String> {
         leftovers,
         killed_at_stop,
     ))
+}
+
+/// The register served to client processes on a Unix socket in a
+/// directory of its own (removed when this is dropped).
+struct ServedRegister {
+    /// Where client processes connect.
+    socket: PathBuf,
+    /// The task serving it.
+    task: JoinHandle<()>,
+    _dir: TempDir,
+}
+
+impl ServedRegister {
+    /// Serves `register` on a fresh socket.
+    fn start(register: &Arc<Register>) -> Result<Self, String> {
+        let dir = tempfile::tempdir().map_err(|e| format!("socket directory: {e}"))?;
+        let socket = dir.path().join("register.sock");
+        let listener = UnixListener::bind(&socket).map_err(|e| format!("register socket: {e}"))?;
+        let task = tokio::spawn(serve(Arc::clone(register), listener));
+        Ok(Self {
+            socket,
+            task,
+            _dir: dir,
+        })
+    }
+}
+
+/// Starts the runner's client tasks, each with its own locker on `url`,
+/// until `stopped` turns true.
+async fn start_tasks(
+    plan: &Plan,
+    url: &str,
+    register: &Arc<Register>,
+    workload: &Arc<Workload>,
+    stopped: &watch::Receiver<bool>,
+) -> Result<Vec<JoinHandle<Result<(), String>>>, String> {
+    let mut tasks = Vec::new();
+    for id in 1..=plan.tasks as u32 {
+        let locker = connect(url, plan.ttl).await?;
+        let link = DirectLink::new(Arc::clone(register), id);
+        let (workload, stopped) = (Arc::clone(workload), stopped.clone());
+        tasks.push(tokio::spawn(async move {
+            client::run(&locker, &link, &workload, stopped).await
+        }));
+    }
+    Ok(tasks)
+}
+
+/// Waits up to `grace` for each client task to stop, passing on its
+/// error.
+async fn stop_tasks(
+    tasks: Vec<JoinHandle<Result<(), String>>>,
+    grace: Duration,
+) -> Result<(), String> {
+    for task in tasks {
+        match timeout(grace, task).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => return Err(format!("client task: {e}")),
+            Ok(Err(e)) => return Err(format!("client task: {e}")),
+            Err(_) => return Err("a client task did not stop".into()),
+        }
+    }
+    Ok(())
+}
+
+/// How many still hold the keys one ttl after everyone stopped, asked
+/// without a proxy.
+async fn leftovers(
+    deployment: &Deployment,
+    namespace: &str,
+    keys: &[String],
+    ttl: Duration,
+) -> Result<u64, String> {
+    sleep(ttl + Duration::from_millis(500)).await;
+    let direct = deployment.url(&deployment.client_addrs, namespace, ttl);
+    let checker = connect(&direct, ttl).await?;
+    let mut leftovers = 0;
+    for key in keys {
+        leftovers += held_on(&checker, key)
+            .await
+            .map_err(|e| format!("inspect {key}: {e}"))?;
+    }
+    Ok(leftovers)
 }
 
 /// Injects the faults by turns, a ttl apart, until `deadline` has passed

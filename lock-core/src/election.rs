@@ -16,15 +16,16 @@ use futures_util::{Stream, StreamExt};
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::info::LockInfo;
-use crate::locker::Locker;
-use crate::loss::{LossReason, LossSignal};
+use crate::locker_core::LockerCore;
+use crate::loss::LossSignal;
+use crate::loss_reason::LossReason;
 use crate::options::LockOptions;
 use crate::owner::OwnerId;
-use crate::telemetry::Taking;
+use crate::taking::Taking;
 use crate::token::FencingToken;
 use crate::watch::HolderWatch;
 
-/// One leader election, made by [`Locker::election`].
+/// One leader election, made by [`Locker::election`](crate::Locker::election).
 ///
 /// ```
 /// # async fn demo() -> Result<(), lock_core::LockError> {
@@ -44,13 +45,13 @@ use crate::watch::HolderWatch;
 /// ```
 #[derive(Clone)]
 pub struct Election {
-    locker: Locker,
+    core: LockerCore,
     name: String,
 }
 
 impl Election {
-    pub(crate) fn new(locker: Locker, name: String) -> Self {
-        Self { locker, name }
+    pub(crate) fn new(core: LockerCore, name: String) -> Self {
+        Self { core, name }
     }
 
     /// The election's name (a lock key).
@@ -77,7 +78,7 @@ impl Election {
         options: LockOptions,
     ) -> Result<Leadership, LockError> {
         let guard = self
-            .locker
+            .core
             .take(&self.name, options.value(value), Taking::Leader)
             .await?;
         Ok(Leadership { guard })
@@ -85,13 +86,13 @@ impl Election {
 
     /// The current leader, or `None` if nobody leads.
     pub async fn leader(&self) -> Result<Option<LeaderInfo>, LockError> {
-        Ok(self.locker.inspect(&self.name).await?.map(LeaderInfo::from))
+        Ok(self.core.inspect(&self.name).await?.map(LeaderInfo::from))
     }
 
     /// The leader now and after every change; see [`LeaderWatch`].
     pub fn observe(&self) -> LeaderWatch {
         let watch = self
-            .locker
+            .core
             .watch(&self.name)
             .expect("the election's name was checked when it was made");
         LeaderWatch { inner: watch }
@@ -102,7 +103,7 @@ impl fmt::Debug for Election {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Election")
             .field("name", &self.name)
-            .field("locker", &self.locker)
+            .field("locker", &self.core)
             .finish()
     }
 }

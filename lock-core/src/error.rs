@@ -3,7 +3,8 @@
 use std::error::Error as StdError;
 use std::time::Duration;
 
-use crate::loss::LossReason;
+use crate::limits::MAX_SEMAPHORE_LIMIT;
+use crate::loss_reason::LossReason;
 
 /// A boxed error from a store client, kept as the `source` of a [`LockError`].
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
@@ -45,7 +46,7 @@ pub enum LockError {
     /// sent to the store.
     #[error(
         "invalid semaphore limit {limit}: it must be 1 to {}",
-        crate::MAX_SEMAPHORE_LIMIT
+        MAX_SEMAPHORE_LIMIT
     )]
     InvalidLimit {
         /// The limit asked for.

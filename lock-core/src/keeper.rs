@@ -37,7 +37,7 @@ use tracing::Instrument;
 
 use crate::backend::Renewal;
 use crate::error::LockError;
-use crate::loss::LossReason;
+use crate::loss_reason::LossReason;
 use crate::renewal::Lease;
 
 /// Keeps the leases of one locker's guards; see the module docs. Cheap to

@@ -55,16 +55,19 @@ mod guard;
 mod info;
 mod keeper;
 mod key;
+mod limits;
 mod locker;
+mod locker_core;
 mod loss;
+mod loss_reason;
 pub mod memory;
-#[cfg(feature = "metrics")]
-mod metric_keys;
+mod open;
 mod options;
 mod owner;
 mod renewal;
 mod rwlock;
 mod semaphore;
+mod taking;
 pub mod telemetry;
 mod token;
 pub mod url;
@@ -78,12 +81,11 @@ pub use error::{LockError, Result};
 pub use guard::LockGuard;
 pub use info::{HoldKind, LockInfo};
 pub use key::{LockKey, LockName, Namespace, DEFAULT_NAMESPACE, MAX_KEY_LEN, MAX_NAMESPACE_LEN};
+pub use limits::{MAX_SEMAPHORE_LIMIT, MAX_VALUE_LEN, MIN_TTL};
 pub use locker::Locker;
-pub use loss::{LossReason, LossSignal};
-pub use options::{
-    LockOptions, LockerOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TTL, MAX_SEMAPHORE_LIMIT,
-    MAX_VALUE_LEN, MIN_TTL,
-};
+pub use loss::LossSignal;
+pub use loss_reason::LossReason;
+pub use options::{LockOptions, LockerOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TTL};
 pub use owner::OwnerId;
 pub use rwlock::RwLock;
 pub use semaphore::Semaphore;

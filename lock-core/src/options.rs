@@ -2,16 +2,12 @@
 
 use std::time::Duration;
 
+use crate::error::LockError;
 use crate::key::Namespace;
+use crate::limits::{MAX_SEMAPHORE_LIMIT, MAX_VALUE_LEN};
 
 /// The lease length used when none is configured.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
-/// The shortest lease accepted: renewals run at a third of it.
-pub const MIN_TTL: Duration = Duration::from_millis(30);
-/// The longest holder value accepted, in bytes of UTF-8.
-pub const MAX_VALUE_LEN: usize = 4096;
-/// The largest semaphore limit accepted.
-pub const MAX_SEMAPHORE_LIMIT: u32 = 1024;
 /// The connect timeout used when none is configured.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -111,18 +107,18 @@ impl LockOptions {
     }
 }
 
-/// Checks the value rules: at most [`MAX_VALUE_LEN`] bytes.
 /// Checks a semaphore limit against 1 to [`MAX_SEMAPHORE_LIMIT`].
-pub(crate) fn check_limit(limit: u32) -> Result<(), crate::LockError> {
+pub(crate) fn check_limit(limit: u32) -> Result<(), LockError> {
     if limit == 0 || limit > MAX_SEMAPHORE_LIMIT {
-        return Err(crate::LockError::InvalidLimit { limit });
+        return Err(LockError::InvalidLimit { limit });
     }
     Ok(())
 }
 
-pub(crate) fn check_value(value: &str) -> Result<(), crate::LockError> {
+/// Checks the value rules: at most [`MAX_VALUE_LEN`] bytes.
+pub(crate) fn check_value(value: &str) -> Result<(), LockError> {
     if value.len() > MAX_VALUE_LEN {
-        return Err(crate::LockError::InvalidValue {
+        return Err(LockError::InvalidValue {
             reason: format!(
                 "the value is {} bytes long; at most {MAX_VALUE_LEN} bytes are allowed",
                 value.len()
@@ -147,7 +143,7 @@ mod value_tests {
         assert!(check_value("").is_ok());
         assert!(check_value(&"é".repeat(MAX_VALUE_LEN / 2)).is_ok());
         let error = check_value(&"x".repeat(MAX_VALUE_LEN + 1)).unwrap_err();
-        assert!(matches!(error, crate::LockError::InvalidValue { .. }));
+        assert!(matches!(error, LockError::InvalidValue { .. }));
         assert!(error.to_string().contains("4097 bytes"), "{error}");
         assert!(error.to_string().contains("4096"), "{error}");
     }

@@ -4,16 +4,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::backend::{HeldLock, Renewal};
+use crate::backend::{clock_drift, HeldLock, Renewal};
 use crate::error::LockError;
-use crate::loss::{LossReason, LossReporter};
+use crate::loss::LossReporter;
+use crate::loss_reason::LossReason;
 use crate::telemetry::Holding;
-
-/// The margin kept off a lease's validity for clock drift between this
-/// process and the store: 1 % of the ttl plus 2 ms.
-pub fn clock_drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
-}
 
 /// The state a guard shares with its renewal task.
 #[derive(Debug)]

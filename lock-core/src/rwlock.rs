@@ -6,20 +6,21 @@ use crate::backend::Primitive;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::info::LockInfo;
-use crate::locker::Locker;
+use crate::locker_core::LockerCore;
 use crate::options::LockOptions;
-use crate::telemetry::Taking;
+use crate::taking::Taking;
 
-/// A read-write lock, made by [`Locker::rwlock`]: many readers at once, or
+/// A read-write lock, made by
+/// [`Locker::rwlock`](crate::Locker::rwlock): many readers at once, or
 /// one writer alone.
 ///
 /// It is the lock of its name: a writer holds exactly what
-/// [`Locker::lock`] takes, so plain locks and writers exclude each other
-/// and readers exclude both. A writer waiting for readers to leave is not
-/// overtaken by readers that ask after it. Every guard, read or write, is
-/// a [`LockGuard`] with a fencing token from the name's one strictly
-/// increasing counter, renewal in the background, a lost signal and
-/// release on drop.
+/// [`Locker::lock`](crate::Locker::lock) takes, so plain locks and
+/// writers exclude each other and readers exclude both. A writer waiting
+/// for readers to leave is not overtaken by readers that ask after it.
+/// Every guard, read or write, is a [`LockGuard`] with a fencing token
+/// from the name's one strictly increasing counter, renewal in the
+/// background, a lost signal and release on drop.
 ///
 /// ```
 /// # async fn demo() -> Result<(), lock_core::LockError> {
@@ -38,13 +39,13 @@ use crate::telemetry::Taking;
 /// ```
 #[derive(Clone)]
 pub struct RwLock {
-    locker: Locker,
+    core: LockerCore,
     name: String,
 }
 
 impl RwLock {
-    pub(crate) fn new(locker: Locker, name: String) -> Self {
-        Self { locker, name }
+    pub(crate) fn new(core: LockerCore, name: String) -> Self {
+        Self { core, name }
     }
 
     /// The lock's name (a lock key).
@@ -59,12 +60,13 @@ impl RwLock {
 
     /// Takes a read lock if no writer holds the lock or waits for it now.
     pub async fn try_read(&self) -> Result<Option<LockGuard>, LockError> {
-        self.locker.try_take(&self.name, Taking::Read).await
+        self.core.try_take(&self.name, Taking::Read).await
     }
 
-    /// Takes a read lock with per-call options, as [`Locker::lock_with`].
+    /// Takes a read lock with per-call options, as
+    /// [`Locker::lock_with`](crate::Locker::lock_with).
     pub async fn read_with(&self, options: LockOptions) -> Result<LockGuard, LockError> {
-        self.locker.take(&self.name, options, Taking::Read).await
+        self.core.take(&self.name, options, Taking::Read).await
     }
 
     /// Takes the write lock, waiting as long as the locker's default wait.
@@ -74,18 +76,18 @@ impl RwLock {
 
     /// Takes the write lock if nobody holds the lock now.
     pub async fn try_write(&self) -> Result<Option<LockGuard>, LockError> {
-        self.locker.try_take(&self.name, Taking::Write).await
+        self.core.try_take(&self.name, Taking::Write).await
     }
 
     /// Takes the write lock with per-call options, as
-    /// [`Locker::lock_with`].
+    /// [`Locker::lock_with`](crate::Locker::lock_with).
     pub async fn write_with(&self, options: LockOptions) -> Result<LockGuard, LockError> {
-        self.locker.take(&self.name, options, Taking::Write).await
+        self.core.take(&self.name, options, Taking::Write).await
     }
 
     /// The writer, or every reader, holding the lock now.
     pub async fn holders(&self) -> Result<Vec<LockInfo>, LockError> {
-        self.locker.holders_of(&self.name, Primitive::Lock).await
+        self.core.holders_of(&self.name, Primitive::Lock).await
     }
 }
 
@@ -93,7 +95,7 @@ impl fmt::Debug for RwLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RwLock")
             .field("name", &self.name)
-            .field("locker", &self.locker)
+            .field("locker", &self.core)
             .finish()
     }
 }

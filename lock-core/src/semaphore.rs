@@ -6,11 +6,12 @@ use crate::backend::Primitive;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::info::LockInfo;
-use crate::locker::Locker;
+use crate::locker_core::LockerCore;
 use crate::options::LockOptions;
-use crate::telemetry::Taking;
+use crate::taking::Taking;
 
-/// A counting semaphore, made by [`Locker::semaphore`]: at most
+/// A counting semaphore, made by
+/// [`Locker::semaphore`](crate::Locker::semaphore): at most
 /// [`limit`](Self::limit) permits are held at once.
 ///
 /// A permit is a [`LockGuard`] with the guarantees of a lock's guard: a
@@ -39,18 +40,14 @@ use crate::telemetry::Taking;
 /// ```
 #[derive(Clone)]
 pub struct Semaphore {
-    locker: Locker,
+    core: LockerCore,
     name: String,
     limit: u32,
 }
 
 impl Semaphore {
-    pub(crate) fn new(locker: Locker, name: String, limit: u32) -> Self {
-        Self {
-            locker,
-            name,
-            limit,
-        }
+    pub(crate) fn new(core: LockerCore, name: String, limit: u32) -> Self {
+        Self { core, name, limit }
     }
 
     /// The semaphore's name (a lock key).
@@ -72,21 +69,19 @@ impl Semaphore {
 
     /// Takes a permit if one is free now; `Ok(None)` if all are held.
     pub async fn try_acquire(&self) -> Result<Option<LockGuard>, LockError> {
-        self.locker.try_take(&self.name, self.taking()).await
+        self.core.try_take(&self.name, self.taking()).await
     }
 
     /// Takes a permit with per-call options (wait, value, renewal), as
-    /// [`Locker::lock_with`] takes a lock.
+    /// [`Locker::lock_with`](crate::Locker::lock_with) takes a lock.
     pub async fn acquire_with(&self, options: LockOptions) -> Result<LockGuard, LockError> {
-        self.locker.take(&self.name, options, self.taking()).await
+        self.core.take(&self.name, options, self.taking()).await
     }
 
     /// Every permit holder, in the order they took their permits where
     /// the store knows it.
     pub async fn holders(&self) -> Result<Vec<LockInfo>, LockError> {
-        self.locker
-            .holders_of(&self.name, Primitive::Semaphore)
-            .await
+        self.core.holders_of(&self.name, Primitive::Semaphore).await
     }
 
     fn taking(&self) -> Taking {
@@ -99,7 +94,7 @@ impl fmt::Debug for Semaphore {
         f.debug_struct("Semaphore")
             .field("name", &self.name)
             .field("limit", &self.limit)
-            .field("locker", &self.locker)
+            .field("locker", &self.core)
             .finish()
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use distlock_torture::client::{self, Workload};
-use distlock_torture::journal::SocketJournal;
+use distlock_torture::link::SocketLink;
 use distlock_torture::report::table;
 use distlock_torture::{run, Fault, Plan, Row, Topology};
 use tokio::sync::watch;
@@ -198,7 +198,7 @@ fn plans(selection: &Selection, program: PathBuf) -> Vec<Plan> {
 /// A client process: runs until its stdin closes.
 async fn client_process(args: ClientArgs) -> Result<(), String> {
     let locker = distlock_torture::run::connect(&args.url, args.ttl).await?;
-    let journal = SocketJournal::connect(&args.socket, args.id).await?;
+    let link = SocketLink::connect(&args.socket, args.id).await?;
     let (stop, stopped) = watch::channel(false);
     std::thread::spawn(move || {
         // Anything read, or the end of stdin, means stop.
@@ -209,5 +209,5 @@ async fn client_process(args: ClientArgs) -> Result<(), String> {
         keys: args.keys,
         ttl: args.ttl,
     };
-    client::run(&locker, &journal, &workload, stopped).await
+    client::run(&locker, &link, &workload, stopped).await
 }

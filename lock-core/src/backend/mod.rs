@@ -10,8 +10,8 @@
 //! ([`WakeRegistry`]), [`Backoff`] policies for retrying transient errors,
 //! clean-up that survives a dropped future ([`CleanupOnDrop`],
 //! [`spawn_detached`]), the loss channel ([`loss_channel`]), a due-ordered
-//! queue of delayed work ([`DueQueue`]), the renewal margin
-//! ([`clock_drift`]), and finding out why a connection failed
+//! queue of delayed work ([`DueQueue`]), the margin a lease keeps for
+//! clock drift ([`clock_drift`]), and finding out why a connection failed
 //! ([`diagnose`]: the host, what failed and what to try, in words every
 //! store shares).
 //!
@@ -71,14 +71,14 @@ use crate::token::FencingToken;
 
 pub use crate::error::BoxError;
 pub use crate::loss::{loss_channel, LossReporter};
-pub use crate::renewal::clock_drift;
+pub use crate::open::open_store;
 /// Re-exported so store crates and the conformance macro name one version.
 pub use async_trait::async_trait;
 pub use backoff::{Backoff, Delays};
 pub use due_queue::DueQueue;
 pub use holder_data::{holder_data, holder_from_data};
 pub use spawn::{spawn_detached, CleanupOnDrop};
-pub use store::{open_store, Store};
+pub use store::Store;
 pub use wait::{acquire_with_retries, Attempt, TryAcquire, WakeRegistry, WakeSubscription};
 pub use watch::{holder_stream, Change, HolderSource, HolderStream};
 
@@ -88,7 +88,13 @@ pub use watch::{holder_stream, Change, HolderSource, HolderStream};
 /// `Debug` must not print credentials.
 #[async_trait]
 pub trait Backend: Send + Sync + fmt::Debug + 'static {
-    /// Short name of the store, used in traces and reports (`redis`, `file`).
+    /// This backend's short lowercase name: the `store` label of its
+    /// metrics, the `backend` field of its traces, the store named in
+    /// [`LockError::NotSupported`] and [`Locker::backend_name`](crate::Locker::backend_name)
+    /// (`mem`, `file`, `redis`, `redis-cluster`, `redis-sentinel`,
+    /// `redlock`, `etcd`, `zookeeper`). It names the opened backend, so one store may have
+    /// several; [`Store::NAME`] is the kind of store's name in messages
+    /// about its URLs.
     fn name(&self) -> &'static str;
 
     /// What this backend can do; the conformance suite picks cases by it.
@@ -325,6 +331,12 @@ pub enum Renewal {
         /// How often to check.
         interval: Duration,
     },
+}
+
+/// The margin kept off a lease's validity for clock drift between this
+/// process and the store: 1 % of the ttl plus 2 ms.
+pub fn clock_drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
 }
 
 /// Renews and releases one held lock. Dropping it without `release` must

@@ -1,4 +1,9 @@
 //! [`Store`]: the one shape in which every store plugs into `connect`.
+//!
+//! Reading a URL with a store and opening it are in `crate::open`, above
+//! both this trait and the URL readers; they are re-exported as
+//! [`open_store`](crate::backend::open_store) and
+//! [`url::parse`](crate::url::parse).
 
 use std::fmt;
 use std::future::Future;
@@ -6,8 +11,7 @@ use std::sync::Arc;
 
 use super::Backend;
 use crate::error::LockError;
-use crate::locker::Locker;
-use crate::url::{parse, StoreUrl};
+use crate::url::StoreUrl;
 
 /// A kind of store: the URL schemes it serves, its settings read from a
 /// URL, and how to open it. Each store crate has one (`FileStore`,
@@ -28,7 +32,13 @@ use crate::url::{parse, StoreUrl};
 /// # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
 /// ```
 pub trait Store: 'static {
-    /// The store's name in messages (`Redis`, `etcd`).
+    /// The kind of store's name in messages about its URLs and settings
+    /// (`Redis`, `ZooKeeper`, `etcd`), written as its users write it.
+    ///
+    /// Not [`Backend::name`]: that is the lowercase label of one opened
+    /// backend in metrics, traces and [`LockError::NotSupported`]
+    /// (`redis`, `redis-cluster`, `redlock`, `zookeeper`), and one store
+    /// may open several kinds of backend.
     const NAME: &'static str;
 
     /// The URL schemes this store serves (`["etcd", "etcds"]`).
@@ -52,12 +62,4 @@ pub trait Store: 'static {
     fn open(
         config: Self::Config,
     ) -> impl Future<Output = Result<Arc<dyn Backend>, LockError>> + Send;
-}
-
-/// Opens a [`Locker`] on the store `url` names, read through `S`: the
-/// common options become the locker's settings.
-pub async fn open_store<S: Store>(url: &str) -> Result<Locker, LockError> {
-    let parsed = parse::<S>(url)?;
-    let backend = S::open(parsed.config).await?;
-    Ok(Locker::new(backend, parsed.locker))
 }

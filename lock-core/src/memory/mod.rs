@@ -29,7 +29,7 @@ use crate::backend::{
 use crate::error::LockError;
 use crate::info::LockInfo;
 use crate::key::{LockName, Namespace};
-use crate::loss::LossReason;
+use crate::loss_reason::LossReason;
 use crate::owner::OwnerId;
 use crate::token::FencingToken;
 use crate::url::StoreUrl;

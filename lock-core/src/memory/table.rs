@@ -16,7 +16,7 @@ use crate::backend::{AcquireRequest, LossReporter};
 use crate::error::LockError;
 use crate::info::{HoldKind, LockInfo};
 use crate::key::{LockName, Namespace};
-use crate::loss::LossReason;
+use crate::loss_reason::LossReason;
 use crate::owner::OwnerId;
 use crate::token::FencingToken;
 

@@ -24,9 +24,10 @@ mod redact;
 mod store_url;
 mod tls;
 
+pub use crate::open::parse;
 pub use credentials::{Secret, UrlCredentials};
 pub use lock_url::{scheme_of, HostPort};
 pub use options::{parse_duration, CommonOptions, UrlOptions};
 pub use redact::{redact, Redacted};
-pub use store_url::{parse, Parsed, StoreUrl, RESPONSE_TIMEOUT};
+pub use store_url::{Parsed, StoreUrl, RESPONSE_TIMEOUT};
 pub use tls::{ClientIdentity, PemFile, TlsFiles, TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE};

@@ -12,7 +12,8 @@ use url::Url;
 
 use crate::error::LockError;
 use crate::key::Namespace;
-use crate::options::{LockerOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TTL, MIN_TTL};
+use crate::limits::MIN_TTL;
+use crate::options::{LockerOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TTL};
 
 /// The query options of a lock URL, consumed one by one.
 #[derive(Debug)]

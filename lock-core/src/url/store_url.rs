@@ -1,5 +1,5 @@
-//! [`StoreUrl`] and [`parse`]: the one path from a lock URL to a store's
-//! settings, shared by every store.
+//! [`StoreUrl`]: a lock URL as a store's config reads it, and [`Parsed`],
+//! what reading it gave. [`parse`](crate::url::parse) drives both.
 
 use std::path::Path;
 use std::time::Duration;
@@ -13,14 +13,13 @@ use super::redact::{redact, Redacted};
 use super::tls::{
     ClientIdentity, PemFile, TlsFiles, TLS_CA_FILE, TLS_CERT_FILE, TLS_KEY_FILE, TLS_OPTIONS,
 };
-use crate::backend::Store;
 use crate::error::LockError;
 use crate::options::LockerOptions;
 
 /// The option giving how long one request to the store may take.
 pub const RESPONSE_TIMEOUT: &str = "response_timeout";
 
-/// What [`parse`] read from a lock URL: the store's settings and the
+/// What [`parse`](crate::url::parse) read from a lock URL: the store's settings and the
 /// locker's.
 #[derive(Clone, Debug)]
 pub struct Parsed<C> {
@@ -28,40 +27,6 @@ pub struct Parsed<C> {
     pub config: C,
     /// `ttl`, `namespace` and `wait`, for the [`Locker`](crate::Locker).
     pub locker: LockerOptions,
-}
-
-/// Reads `text` as a URL of store `S`: the scheme must be one of
-/// [`S::SCHEMES`](Store::SCHEMES); the common options are taken; then
-/// [`S::config`](Store::config) reads the rest, and any option left over is
-/// an error naming it and listing the known ones.
-///
-/// Every error is [`LockError::InvalidConfig`] and shows the URL with its
-/// credentials masked.
-pub fn parse<S: Store>(text: &str) -> Result<Parsed<S::Config>, LockError> {
-    let url = LockUrl::parse(text)?;
-    if !S::SCHEMES.contains(&url.scheme()) {
-        return Err(LockError::invalid_config(format!(
-            "`{}://` is not a scheme of the {} store (it serves {})",
-            url.scheme(),
-            S::NAME,
-            scheme_list(S::SCHEMES)
-        )));
-    }
-    let mut options = UrlOptions::parse(&url.url)?;
-    let common = options.take_common()?;
-    let mut store_url = StoreUrl {
-        store: S::NAME,
-        shown: redact(text),
-        url,
-        options,
-        common,
-    };
-    let config = S::config(&mut store_url)?;
-    store_url.options.finish()?;
-    Ok(Parsed {
-        config,
-        locker: store_url.common.locker_options(),
-    })
 }
 
 /// `a://, b://` for messages.
@@ -73,7 +38,7 @@ pub(crate) fn scheme_list(schemes: &[&str]) -> String {
         .join(", ")
 }
 
-/// A lock URL as a store's [`config`](Store::config) reads it: the scheme
+/// A lock URL as a store's [`config`](crate::backend::Store::config) reads it: the scheme
 /// (already known to be the store's), hosts, path, the common options, and
 /// the store's own options to take. Shared readers give every store the
 /// same option names and the same messages.
@@ -87,6 +52,43 @@ pub struct StoreUrl {
 }
 
 impl StoreUrl {
+    /// Reads `text` as a URL of the store called `store` (in messages),
+    /// which serves `schemes`: the scheme must be one of them, and the
+    /// common options are taken. Every error is
+    /// [`LockError::InvalidConfig`] and shows the URL with its credentials
+    /// masked.
+    pub(crate) fn read(
+        text: &str,
+        store: &'static str,
+        schemes: &[&str],
+    ) -> Result<Self, LockError> {
+        let url = LockUrl::parse(text)?;
+        if !schemes.contains(&url.scheme()) {
+            return Err(LockError::invalid_config(format!(
+                "`{}://` is not a scheme of the {store} store (it serves {})",
+                url.scheme(),
+                scheme_list(schemes)
+            )));
+        }
+        let mut options = UrlOptions::parse(&url.url)?;
+        let common = options.take_common()?;
+        Ok(Self {
+            store,
+            shown: redact(text),
+            url,
+            options,
+            common,
+        })
+    }
+
+    /// The locker's settings, once the store's config has taken its
+    /// options: an option nobody took is an error naming it and the known
+    /// ones.
+    pub(crate) fn finish(self) -> Result<LockerOptions, LockError> {
+        self.options.finish()?;
+        Ok(self.common.locker_options())
+    }
+
     /// The URL's scheme, one of the store's.
     pub fn scheme(&self) -> &str {
         self.url.scheme()

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::info::LockInfo;
-use crate::options::MAX_VALUE_LEN;
+use crate::limits::MAX_VALUE_LEN;
 use crate::watch::HolderWatch;
 
 /// The next state `watch` reports, failing the case if none comes within

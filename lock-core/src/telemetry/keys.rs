@@ -13,11 +13,9 @@ use std::sync::{Arc, OnceLock};
 
 use metrics::{Key, Label, SharedString};
 
+use super::names::{Extra, SERIES};
 use crate::key::Namespace;
-use crate::telemetry::{Taking, SERIES};
-
-/// An extra label of one record: `(name, value)`.
-pub(crate) type Extra = Option<(&'static str, &'static str)>;
+use crate::taking::Taking;
 
 /// The kinds of hold, one table each (their `kind` label differs).
 const KINDS: usize = 5;

@@ -14,114 +14,29 @@ use std::time::Instant;
 #[cfg(feature = "metrics")]
 use std::sync::atomic::{AtomicBool, Ordering};
 
+#[cfg(feature = "metrics")]
+mod keys;
+mod names;
+
 use crate::error::LockError;
-use crate::info::HoldKind;
 use crate::key::Namespace;
-use crate::loss::LossReason;
+use crate::loss_reason::LossReason;
+use crate::taking::Taking;
 
 #[cfg(feature = "metrics")]
-pub(crate) use crate::metric_keys::MetricKeys;
+pub(crate) use keys::MetricKeys;
+#[cfg(all(test, feature = "metrics"))]
+use names::SERIES;
+pub use names::{
+    ACQUIRE_WAIT_SECONDS, ACQUISITIONS_TOTAL, ALL, HOLD_SECONDS, LOCKS_HELD, LOSSES_TOTAL,
+    RELEASES_TOTAL, RENEWALS_TOTAL, STORE_ERRORS_TOTAL, WAITERS,
+};
 
 /// Nothing to keep when metrics are compiled out.
 #[cfg(not(feature = "metrics"))]
 #[derive(Clone, Debug, Default)]
 pub(crate) struct MetricKeys {
     _none: (),
-}
-
-/// Histogram: seconds from the call to the lock being taken or the call
-/// giving up; label `outcome` = `acquired`, `timeout` (also a refused
-/// `try_*` call) or `error`.
-pub const ACQUIRE_WAIT_SECONDS: &str = "distlock_acquire_wait_seconds";
-/// Histogram: seconds a lock was held, from its acquisition to its release
-/// or its loss.
-pub const HOLD_SECONDS: &str = "distlock_hold_seconds";
-/// Counter: locks taken.
-pub const ACQUISITIONS_TOTAL: &str = "distlock_acquisitions_total";
-/// Counter: locks given back by their holder while still held (a release
-/// call, or a guard dropped).
-pub const RELEASES_TOTAL: &str = "distlock_releases_total";
-/// Counter: held locks known lost; label `reason` = `renewal_refused`,
-/// `validity_expired`, `session_expired` or `taken_away`.
-pub const LOSSES_TOTAL: &str = "distlock_losses_total";
-/// Counter: lease renewals and checks; label `result` = `ok`, `lost`
-/// (the store said the lock is not ours) or `error`.
-pub const RENEWALS_TOTAL: &str = "distlock_renewals_total";
-/// Counter: errors from the store while acquiring, renewing or releasing;
-/// label `error` = `unavailable`, `backend`, `invalid_config`,
-/// `permission_denied`, `not_supported` or `other`.
-pub const STORE_ERRORS_TOTAL: &str = "distlock_store_errors_total";
-/// Gauge: locks held now (taken and neither released nor lost).
-pub const LOCKS_HELD: &str = "distlock_locks_held";
-/// Gauge: acquisitions waiting now (calls that may wait, until they
-/// return).
-pub const WAITERS: &str = "distlock_waiters";
-
-/// Every metric name, for exporters and tests.
-pub const ALL: [&str; 9] = [
-    ACQUIRE_WAIT_SECONDS,
-    HOLD_SECONDS,
-    ACQUISITIONS_TOTAL,
-    RELEASES_TOTAL,
-    LOSSES_TOTAL,
-    RENEWALS_TOTAL,
-    STORE_ERRORS_TOTAL,
-    LOCKS_HELD,
-    WAITERS,
-];
-
-/// What an acquisition takes, as the API was called: the hold it asks the
-/// store for, and the `kind` label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Taking {
-    /// `Locker::lock` and friends.
-    Lock,
-    /// A read lock.
-    Read,
-    /// A write lock.
-    Write,
-    /// A semaphore's permit.
-    Permit {
-        /// The semaphore's limit.
-        limit: u32,
-    },
-    /// Leadership of an election.
-    Leader,
-}
-
-impl Taking {
-    /// The hold asked of the store.
-    pub(crate) fn hold_kind(self) -> HoldKind {
-        match self {
-            Self::Lock | Self::Write | Self::Leader => HoldKind::Exclusive,
-            Self::Read => HoldKind::Shared,
-            Self::Permit { limit } => HoldKind::Permit { limit },
-        }
-    }
-
-    /// The `kind` label.
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Self::Lock => "lock",
-            Self::Read => "read",
-            Self::Write => "write",
-            Self::Permit { .. } => "permit",
-            Self::Leader => "leader",
-        }
-    }
-
-    /// Which of a locker's key tables this kind uses.
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    pub(crate) fn index(self) -> usize {
-        match self {
-            Self::Lock => 0,
-            Self::Read => 1,
-            Self::Write => 2,
-            Self::Permit { .. } => 3,
-            Self::Leader => 4,
-        }
-    }
 }
 
 /// Where the records of lock-core say they come from, as the `metrics`
@@ -131,11 +46,11 @@ static METADATA: metrics::Metadata<'static> =
     metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
 
 /// The labels every metric of one acquisition carries, as keys built
-/// ahead (see [`crate::metric_keys`]).
+/// ahead (see [`keys`]).
 #[derive(Clone, Debug)]
 pub(crate) struct Labels {
     #[cfg(feature = "metrics")]
-    keys: std::sync::Arc<crate::metric_keys::KeyTable>,
+    keys: std::sync::Arc<keys::KeyTable>,
 }
 
 impl Labels {
@@ -226,34 +141,6 @@ impl Labels {
         self.seconds(ACQUIRE_WAIT_SECONDS, Some(("outcome", outcome)), waited);
     }
 }
-
-/// Every series lock-core records, beyond the base labels: what a locker
-/// builds its metric keys for ahead (see `metric_keys`). The label values
-/// are those the functions below record.
-#[cfg(feature = "metrics")]
-pub(crate) const SERIES: &[(&str, crate::metric_keys::Extra)] = &[
-    (ACQUIRE_WAIT_SECONDS, Some(("outcome", "acquired"))),
-    (ACQUIRE_WAIT_SECONDS, Some(("outcome", "timeout"))),
-    (ACQUIRE_WAIT_SECONDS, Some(("outcome", "error"))),
-    (HOLD_SECONDS, None),
-    (ACQUISITIONS_TOTAL, None),
-    (RELEASES_TOTAL, None),
-    (LOSSES_TOTAL, Some(("reason", "renewal_refused"))),
-    (LOSSES_TOTAL, Some(("reason", "validity_expired"))),
-    (LOSSES_TOTAL, Some(("reason", "session_expired"))),
-    (LOSSES_TOTAL, Some(("reason", "taken_away"))),
-    (RENEWALS_TOTAL, Some(("result", "ok"))),
-    (RENEWALS_TOTAL, Some(("result", "lost"))),
-    (RENEWALS_TOTAL, Some(("result", "error"))),
-    (STORE_ERRORS_TOTAL, Some(("error", "unavailable"))),
-    (STORE_ERRORS_TOTAL, Some(("error", "backend"))),
-    (STORE_ERRORS_TOTAL, Some(("error", "invalid_config"))),
-    (STORE_ERRORS_TOTAL, Some(("error", "permission_denied"))),
-    (STORE_ERRORS_TOTAL, Some(("error", "not_supported"))),
-    (STORE_ERRORS_TOTAL, Some(("error", "other"))),
-    (LOCKS_HELD, None),
-    (WAITERS, None),
-];
 
 /// The `error` label of a store error; `None` for an outcome that is not
 /// a failure of the store (a lost lock, a timeout).

@@ -1,5 +1,6 @@
-//! How clients reach the register: directly from a task of the runner, or
-//! over a Unix socket from a client process.
+//! [`RegisterLink`], the transport between a client and the register:
+//! a direct call from a task of the runner ([`DirectLink`]), or a Unix
+//! socket from a client process ([`SocketLink`], served by [`serve`]).
 //!
 //! The socket protocol is one JSON line per request and per answer: first
 //! `{"client":N}`, then each [`Op`] answered by its [`Verdict`]. A client
@@ -20,27 +21,27 @@ use crate::register::{ClientId, Op, Register, Verdict};
 
 /// Where a client sends its operations.
 #[async_trait]
-pub trait Journal: Send + Sync {
+pub trait RegisterLink: Send + Sync {
     /// Sends `op` and returns the register's verdict.
     async fn send(&self, op: Op) -> Result<Verdict, String>;
 }
 
 /// A client task of the runner: calls the register directly.
 #[derive(Debug)]
-pub struct LocalJournal {
+pub struct DirectLink {
     register: Arc<Register>,
     client: ClientId,
 }
 
-impl LocalJournal {
-    /// The journal of client `client`.
+impl DirectLink {
+    /// The link of client `client`.
     pub fn new(register: Arc<Register>, client: ClientId) -> Self {
         Self { register, client }
     }
 }
 
 #[async_trait]
-impl Journal for LocalJournal {
+impl RegisterLink for DirectLink {
     async fn send(&self, op: Op) -> Result<Verdict, String> {
         Ok(self.register.apply(self.client, op))
     }
@@ -53,11 +54,11 @@ struct Hello {
 
 /// A client process: sends operations over the runner's socket.
 #[derive(Debug)]
-pub struct SocketJournal {
+pub struct SocketLink {
     stream: Mutex<(BufReader<OwnedReadHalf>, OwnedWriteHalf)>,
 }
 
-impl SocketJournal {
+impl SocketLink {
     /// Connects to the register at `path` as client `client`.
     pub async fn connect(path: &Path, client: ClientId) -> Result<Self, String> {
         let stream = UnixStream::connect(path)
@@ -72,7 +73,7 @@ impl SocketJournal {
 }
 
 #[async_trait]
-impl Journal for SocketJournal {
+impl RegisterLink for SocketLink {
     async fn send(&self, op: Op) -> Result<Verdict, String> {
         let mut stream = self.stream.lock().await;
         let (read, write) = &mut *stream;
