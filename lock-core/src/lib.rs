@@ -34,7 +34,7 @@
 //! # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
 //! ```
 //!
-//! Guarantees every backend gives (checked by [`conformance`] when the
+//! Guarantees every backend gives (checked by the `conformance` module when the
 //! `conformance` feature is on): mutual exclusion per key and namespace,
 //! strictly increasing fencing tokens, owner-checked release and renewal,
 //! deadline-bounded waits, cancel-safe acquisition, and a lost signal that
