@@ -223,16 +223,7 @@ fn pki() -> &'static Pki {
 /// The TLS options trusting `ca`, with the client certificate unless
 /// `identity` is false.
 fn tls_files(ca: &std::path::Path, identity: bool) -> String {
-    let pki = pki();
-    let mut query = format!("tls_ca_file={}", ca.display());
-    if identity {
-        query.push_str(&format!(
-            "&tls_cert_file={}&tls_key_file={}",
-            pki.client_cert.display(),
-            pki.client_key.display()
-        ));
-    }
-    query
+    pki().tls_options(ca, identity)
 }
 
 /// A unique name for this test and process (users, namespaces).

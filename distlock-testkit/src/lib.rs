@@ -15,6 +15,7 @@ pub mod programs;
 pub mod proxy;
 pub mod redis;
 pub mod redis_sentinel;
+pub mod scenarios;
 pub mod server;
 mod server_log;
 pub mod shared;

@@ -39,6 +39,22 @@ pub struct Pki {
 }
 
 impl Pki {
+    /// The URL options of a TLS client of these servers: `tls_ca_file`
+    /// (`ca`, this PKI's [`ca`](Self::ca) or [`other_ca`](Self::other_ca))
+    /// and, with `client_certificate`, `tls_cert_file` and
+    /// `tls_key_file`.
+    pub fn tls_options(&self, ca: &Path, client_certificate: bool) -> String {
+        let mut query = format!("tls_ca_file={}", ca.display());
+        if client_certificate {
+            query.push_str(&format!(
+                "&tls_cert_file={}&tls_key_file={}",
+                self.client_cert.display(),
+                self.client_key.display()
+            ));
+        }
+        query
+    }
+
     /// Generates fresh keys and certificates.
     ///
     /// # Panics

@@ -7,13 +7,12 @@
 mod common;
 
 use std::sync::OnceLock;
-use std::time::Duration;
 
-use common::{connect, holder_of};
+use common::connect;
 use distlock_testkit::pki::Pki;
 use distlock_testkit::redis::redis_tls_spec;
 use distlock_testkit::{shared_server, Server};
-use lock_core::{LockError, LockOptions};
+use lock_core::LockError;
 
 const PASSWORD: &str = "s3cret-pw";
 
@@ -49,20 +48,6 @@ fn url(server: &Server, user_info: &str, query: &str) -> String {
     )
 }
 
-/// The CA file `ca` and, unless `with_client_certificate` is false, the
-/// client's certificate and key.
-fn tls_files(pki: &Pki, ca: &std::path::Path, with_client_certificate: bool) -> String {
-    let mut query = format!("tls_ca_file={}", ca.display());
-    if with_client_certificate {
-        query.push_str(&format!(
-            "&tls_cert_file={}&tls_key_file={}",
-            pki.client_cert.display(),
-            pki.client_key.display()
-        ));
-    }
-    query
-}
-
 /// The error connecting with `url`, checked to be free of the password.
 async fn refused(url: &str) -> LockError {
     let error = connect(url).await.unwrap_err();
@@ -77,23 +62,12 @@ async fn right_certificates_and_password_take_and_hand_over_locks() {
     let url = url(
         server,
         &format!(":{PASSWORD}@"),
-        &format!("namespace=tls&{}", tls_files(pki, &pki.ca, true)),
+        &format!("namespace=tls&{}", pki.tls_options(&pki.ca, true)),
     );
     let a = connect(&url).await.unwrap();
     let b = connect(&url).await.unwrap();
-    let guard = a.lock("k").await.unwrap();
-    let holder = holder_of(&b, "k", "b sees a's lock").await;
-    assert_eq!(holder.owner, guard.owner().as_str());
-    // The hand-off rides on pub/sub over TLS: b waits, a releases.
-    let (released, taken) = tokio::join!(
-        async {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            guard.release().await
-        },
-        b.lock_with("k", LockOptions::new().wait(Duration::from_secs(10))),
-    );
-    released.unwrap();
-    taken.unwrap().release().await.unwrap();
+    // The hand-off rides on pub/sub over TLS.
+    distlock_testkit::scenarios::hand_over(&a, &b, "k").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,7 +75,7 @@ async fn the_password_can_also_be_an_option() {
     let (server, pki) = secure_server().await;
     let query = format!(
         "password={PASSWORD}&namespace=tls-option&{}",
-        tls_files(pki, &pki.ca, true)
+        pki.tls_options(&pki.ca, true)
     );
     let locker = connect(&url(server, "", &query)).await.unwrap();
     locker.lock("k").await.unwrap().release().await.unwrap();
@@ -111,7 +85,7 @@ async fn the_password_can_also_be_an_option() {
 async fn a_wrong_password_is_refused_as_permission_denied() {
     let (server, pki) = secure_server().await;
     let wrong = ":not-the-password@";
-    let error = refused(&url(server, wrong, &tls_files(pki, &pki.ca, true))).await;
+    let error = refused(&url(server, wrong, &pki.tls_options(&pki.ca, true))).await;
     assert!(
         matches!(error, LockError::PermissionDenied { .. }),
         "{error:?}"
@@ -128,7 +102,7 @@ async fn an_untrusted_server_certificate_is_refused() {
     let error = refused(&url(
         server,
         &user_info,
-        &tls_files(pki, &pki.other_ca, true),
+        &pki.tls_options(&pki.other_ca, true),
     ))
     .await;
     assert!(
@@ -147,7 +121,7 @@ async fn an_untrusted_server_certificate_is_refused() {
 async fn a_missing_client_certificate_is_refused() {
     let (server, pki) = secure_server().await;
     let user_info = format!(":{PASSWORD}@");
-    let error = refused(&url(server, &user_info, &tls_files(pki, &pki.ca, false))).await;
+    let error = refused(&url(server, &user_info, &pki.tls_options(&pki.ca, false))).await;
     assert!(
         matches!(error, LockError::InvalidConfig { .. }),
         "{error:?}"

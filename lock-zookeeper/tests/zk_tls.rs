@@ -11,11 +11,11 @@ mod common;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{connect, holder_of};
+use common::connect;
 use distlock_testkit::pki::Pki;
 use distlock_testkit::zookeeper::tls_standalone_spec;
 use distlock_testkit::{shared_server, Server};
-use lock_core::{LockError, LockOptions};
+use lock_core::LockError;
 
 /// The certificates of this test binary.
 fn pki() -> &'static Pki {
@@ -41,19 +41,11 @@ async fn secure_server() -> (&'static Server, &'static Pki) {
 /// A `zks://` URL of the server's secure port trusting `ca`, with the
 /// client certificate unless `with_client_certificate` is false.
 fn url(server: &Server, pki: &Pki, ca: &std::path::Path, with_client_certificate: bool) -> String {
-    let mut url = format!(
-        "zks://127.0.0.1:{}/tls?ttl=2s&connect_timeout=3s&tls_ca_file={}",
+    format!(
+        "zks://127.0.0.1:{}/tls?ttl=2s&connect_timeout=3s&{}",
         server.ports()[1],
-        ca.display()
-    );
-    if with_client_certificate {
-        url.push_str(&format!(
-            "&tls_cert_file={}&tls_key_file={}",
-            pki.client_cert.display(),
-            pki.client_key.display()
-        ));
-    }
-    url
+        pki.tls_options(ca, with_client_certificate)
+    )
 }
 
 /// Connecting with `url` fails within the connect timeout (and a margin);
@@ -79,19 +71,8 @@ async fn right_certificates_take_and_hand_over_locks() {
     let url = url(server, pki, &pki.ca, true);
     let a = connect(&url).await.unwrap();
     let b = connect(&url).await.unwrap();
-    let guard = a.lock("k").await.unwrap();
-    let holder = holder_of(&b, "k", "b sees a's lock").await;
-    assert_eq!(holder.owner, guard.owner().as_str());
-    // The hand-off rides on a node watch over TLS: b waits, a releases.
-    let (released, taken) = tokio::join!(
-        async {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            guard.release().await
-        },
-        b.lock_with("k", LockOptions::new().wait(Duration::from_secs(10))),
-    );
-    released.unwrap();
-    assert!(taken.unwrap().token() > holder.token);
+    // The hand-off rides on a node watch over TLS.
+    distlock_testkit::scenarios::hand_over(&a, &b, "k").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
