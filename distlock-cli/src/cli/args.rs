@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::durations::{parse_duration, parse_positive_duration, parse_wait};
+use super::durations::{parse_duration, parse_positive_duration, parse_wait, Wait};
 use super::help::RUN_EXIT_CODES;
 
 /// `distlock run`.
@@ -90,15 +90,6 @@ pub struct CmdArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
-}
-
-/// How long `run` and `elect` wait for the lock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Wait {
-    /// At most this long; zero is one attempt.
-    For(Duration),
-    /// Until the lock is free.
-    Forever,
 }
 
 /// What `run` and `elect` do when the lock is lost while CMD runs.

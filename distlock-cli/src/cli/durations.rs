@@ -3,7 +3,14 @@
 
 use std::time::Duration;
 
-use super::args::Wait;
+/// How long `run` and `elect` wait for the lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// At most this long; zero is one attempt.
+    For(Duration),
+    /// Until the lock is free.
+    Forever,
+}
 
 const DURATION_EXAMPLES: &str = "examples: 5 (seconds), 500ms, 10s, 2m";
 

@@ -10,9 +10,8 @@ use std::ffi::OsString;
 
 use clap::{Parser, Subcommand};
 
-pub use args::{
-    BenchArgs, CheckArgs, CmdArgs, ElectArgs, LeaderArgs, OnLost, RunArgs, StatusArgs, Wait,
-};
+pub use args::{BenchArgs, CheckArgs, CmdArgs, ElectArgs, LeaderArgs, OnLost, RunArgs, StatusArgs};
+pub use durations::Wait;
 use help::{BENCH_LONG_ABOUT, ELECT_LONG_ABOUT, LEADER_LONG_ABOUT, RUN_LONG_ABOUT};
 
 /// Run commands under a distributed lock, inspect locks, and check or
