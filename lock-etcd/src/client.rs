@@ -5,7 +5,7 @@ use std::error::Error as StdError;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions, Txn, TxnResponse};
 use lock_core::backend::diagnose::root_cause;
 use lock_core::backend::Backoff;
 use lock_core::LockError;
@@ -243,6 +243,22 @@ where
             _ => return Err(error),
         }
     }
+}
+
+/// Runs a transaction, retrying while the cluster is unavailable (see
+/// [`with_retries`]: only transactions safe to repeat).
+pub(crate) async fn run_txn(
+    client: &Client,
+    deadline: Instant,
+    context: &str,
+    txn: Txn,
+) -> Result<TxnResponse, LockError> {
+    with_retries(deadline, context, || {
+        let mut kv = client.kv_client();
+        let txn = txn.clone();
+        async move { kv.txn(txn).await }
+    })
+    .await
 }
 
 /// What a [`delete_key`] found.

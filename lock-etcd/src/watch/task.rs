@@ -253,26 +253,7 @@ fn dispatch(
 ) -> Option<i64> {
     let id = response.watch_id();
     if response.canceled() {
-        // Also the answer to our own cancel of a removed watch: no entry.
-        let watch = watches.remove(&id)?;
-        let fired = if response.compact_revision() > 0 {
-            Fired::Compacted
-        } else {
-            Fired::Refused(response.cancel_reason().to_owned())
-        };
-        match watch.target {
-            Target::Once(mut listener) => listener(fired),
-            Target::Range(mut listener) => listener(match fired {
-                Fired::Compacted => RangeFired::Compacted,
-                _ => RangeFired::Refused(response.cancel_reason().to_owned()),
-            }),
-            Target::Waiters(waiters) => {
-                index.by_key.remove(&watch.key);
-                for waiter in waiters.end(&fired) {
-                    index.by_waiter.remove(&waiter);
-                }
-            }
-        }
+        end(&response, watches, index);
         return None;
     }
     let watch = watches.get_mut(&id)?;
@@ -322,4 +303,31 @@ fn dispatch(
         return Some(id);
     }
     None
+}
+
+/// Tells the listeners of a watch the server cancelled why it ended
+/// (history compacted, or refused), and forgets it.
+fn end(response: &WatchResponse, watches: &mut HashMap<i64, Watch>, index: &mut WaiterIndex) {
+    // Also the answer to our own cancel of a removed watch: no entry.
+    let Some(watch) = watches.remove(&response.watch_id()) else {
+        return;
+    };
+    let fired = if response.compact_revision() > 0 {
+        Fired::Compacted
+    } else {
+        Fired::Refused(response.cancel_reason().to_owned())
+    };
+    match watch.target {
+        Target::Once(mut listener) => listener(fired),
+        Target::Range(mut listener) => listener(match fired {
+            Fired::Compacted => RangeFired::Compacted,
+            _ => RangeFired::Refused(response.cancel_reason().to_owned()),
+        }),
+        Target::Waiters(waiters) => {
+            index.by_key.remove(&watch.key);
+            for waiter in waiters.end(&fired) {
+                index.by_waiter.remove(&waiter);
+            }
+        }
+    }
 }
