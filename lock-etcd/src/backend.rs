@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Compare, CompareOp, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
+    Compare, CompareOp, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn, TxnOp,
 };
 use lock_core::backend::Capability::{
     Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote, Semaphores, SharedLocks,
@@ -17,10 +17,11 @@ use lock_core::backend::{
 };
 use lock_core::{HoldKind, LockError, LockInfo, LockName, Namespace};
 
-use crate::client::{run_txn, with_retries};
+use crate::client::{range_reads, run_txn, with_retries};
 use crate::config::EtcdConfig;
 use crate::core::EtcdCore;
 use crate::keys;
+use crate::limit::stored_limit;
 use crate::observe::QueueWatch;
 use crate::queue;
 use crate::value::holder_info;
@@ -98,18 +99,8 @@ impl EtcdBackend {
             txn,
         )
         .await?;
-        let mut ranges = response
-            .op_responses()
-            .into_iter()
-            .filter_map(|op| match op {
-                TxnOpResponse::Get(get) => Some(get),
-                _ => None,
-            });
-        let limit = ranges
-            .next()
-            .and_then(|get| get.kvs().first().map(|kv| kv.value().to_vec()))
-            .and_then(|value| String::from_utf8(value).ok()?.parse::<u32>().ok())
-            .unwrap_or(0);
+        let mut ranges = range_reads(&response);
+        let limit = stored_limit(ranges.next()).unwrap_or(0);
         let entries = ranges
             .next()
             .map(|get| get.kvs().to_vec())

@@ -5,10 +5,10 @@
 
 use std::time::Instant;
 
-use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{Compare, CompareOp, GetOptions, GetResponse, Txn, TxnOp};
 use lock_core::{LockError, LockName};
 
-use crate::client::run_txn;
+use crate::client::{range_reads, run_txn};
 use crate::core::EtcdCore;
 use crate::keys;
 
@@ -38,17 +38,8 @@ pub(crate) async fn check_limit(
     if response.succeeded() {
         return Ok(());
     }
-    let mut ranges = response
-        .op_responses()
-        .into_iter()
-        .filter_map(|op| match op {
-            TxnOpResponse::Get(get) => Some(get),
-            _ => None,
-        });
-    let stored = ranges
-        .next()
-        .and_then(|get| get.kvs().first().map(|kv| kv.value().to_vec()))
-        .and_then(|value| String::from_utf8(value).ok()?.parse::<u32>().ok());
+    let mut ranges = range_reads(&response);
+    let stored = stored_limit(ranges.next());
     let queued = ranges.next().map_or(0, |get| get.count());
     if let Some(stored) = stored.filter(|_| queued > 0) {
         return Err(LockError::LimitMismatch {
@@ -84,4 +75,10 @@ pub(crate) async fn forget_unused_limit(
     let context = "cannot remove the semaphore's unused limit";
     run_txn(&core.client, deadline, context, txn).await?;
     Ok(())
+}
+
+/// The limit a read of a semaphore's `<key>%limit` found, if any.
+pub(crate) fn stored_limit(read: Option<GetResponse>) -> Option<u32> {
+    read.and_then(|get| get.kvs().first().map(|kv| kv.value().to_vec()))
+        .and_then(|value| String::from_utf8(value).ok()?.parse::<u32>().ok())
 }

@@ -4,14 +4,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_client::{
-    Compare, CompareOp, GetOptions, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse,
-};
+use etcd_client::{Compare, CompareOp, GetOptions, KeyValue, PutOptions, Txn, TxnOp, TxnResponse};
 use lock_core::backend::{AcquireRequest, CleanupOnDrop, WaitMode};
 use lock_core::{HoldKind, LockError};
 
 use super::turn::{newest_first, Position, View};
-use crate::client::{delete_key, run_txn, with_retries};
+use crate::client::{delete_key, range_reads, run_txn, with_retries};
 use crate::core::EtcdCore;
 use crate::keys;
 use crate::names::EntryName;
@@ -145,12 +143,8 @@ fn header_revision(response: &TxnResponse) -> i64 {
 
 /// The entries the first range read of a transaction found.
 fn first_range(response: &TxnResponse) -> Vec<KeyValue> {
-    response
-        .op_responses()
-        .into_iter()
-        .find_map(|op| match op {
-            TxnOpResponse::Get(get) => Some(get.kvs().to_vec()),
-            _ => None,
-        })
+    range_reads(response)
+        .next()
+        .map(|get| get.kvs().to_vec())
         .unwrap_or_default()
 }

@@ -10,8 +10,29 @@ use tokio::sync::mpsc;
 use tokio::time::{sleep_until, Instant};
 
 use super::delayed::Delayed;
+use super::fired::{Fired, Listener, RangeFired};
+use super::target::{Target, Watch};
 use super::waiters::{WaiterIndex, Waiters, LINGER, MOST_WATCHES};
-use super::{Command, Fired, RangeFired, Target, Watch};
+
+/// What the hub's task is asked to do.
+pub(super) enum Command {
+    /// Create this watch on the server now.
+    Add { id: i64, watch: Watch },
+    /// Add a waiter for `key`'s deletion after revision `after`, on the
+    /// key's lingering watch (see [`super::waiters`]).
+    Wait {
+        id: i64,
+        /// The id for the key's watch, if it must be created.
+        new_watch_id: i64,
+        key: Vec<u8>,
+        after: i64,
+        listener: Listener,
+    },
+    /// Cancel this watch, or remove this waiter.
+    Remove { id: i64 },
+    /// A delayed watch was queued while none was: set a timer.
+    Wake,
+}
 
 /// Pause before reconnecting a broken stream: from 20 ms up to 1 s.
 const FIRST_RECONNECT: Duration = Duration::from_millis(20);
