@@ -2,12 +2,11 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Client, Compare, CompareOp, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn, TxnOp,
-    TxnOpResponse,
+    Compare, CompareOp, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn, TxnOp,
 };
 use lock_core::backend::Capability::{
     Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote, Semaphores, SharedLocks,
@@ -18,15 +17,14 @@ use lock_core::backend::{
 };
 use lock_core::{HoldKind, LockError, LockInfo, LockName, Namespace};
 
-use crate::client::with_retries;
+use crate::client::{range_reads, run_txn, with_retries};
 use crate::config::EtcdConfig;
+use crate::core::EtcdCore;
 use crate::keys;
-use crate::names::EntryNames;
+use crate::limit::stored_limit;
 use crate::observe::QueueWatch;
-use crate::queue::{self, run_txn};
-use crate::session::Sessions;
+use crate::queue;
 use crate::value::holder_info;
-use crate::watch::WatchHub;
 
 /// Locks in an etcd v3 cluster. See the crate docs for the algorithm and
 /// its guarantees.
@@ -35,31 +33,7 @@ use crate::watch::WatchHub;
 /// backend owns one client (a connection per endpoint), one watch stream
 /// and one session lease per ttl in use.
 pub struct EtcdBackend {
-    shared: Arc<Shared>,
-}
-
-/// What the backend, its held locks and its background tasks share.
-pub(crate) struct Shared {
-    pub(crate) client: Client,
-    pub(crate) config: EtcdConfig,
-    pub(crate) sessions: Sessions,
-    pub(crate) hub: WatchHub,
-    /// The queue entry names in use.
-    pub(crate) names: EntryNames,
-}
-
-impl Shared {
-    /// Until when a request made now may be retried while the cluster is
-    /// unavailable: the caller's deadline, and at most `response_timeout`
-    /// (a store that is down ends a wait with `Unavailable`, it does not
-    /// turn it into a longer wait).
-    pub(crate) fn retry_deadline(&self, wait: WaitMode) -> Instant {
-        let budget = Instant::now() + self.config.response_timeout;
-        match wait.deadline() {
-            Some(deadline) => deadline.min(budget),
-            None => budget,
-        }
-    }
+    core: Arc<EtcdCore>,
 }
 
 impl EtcdBackend {
@@ -70,21 +44,14 @@ impl EtcdBackend {
     /// refused credentials with [`LockError::PermissionDenied`].
     pub async fn connect(config: EtcdConfig) -> Result<Self, LockError> {
         let client = config.connect().await?;
-        let shared = Shared {
-            sessions: Sessions::new(client.clone(), config.response_timeout),
-            hub: WatchHub::new(client.watch_client()),
-            names: EntryNames::default(),
-            client,
-            config,
-        };
         Ok(Self {
-            shared: Arc::new(shared),
+            core: Arc::new(EtcdCore::new(client, config)),
         })
     }
 
     /// The configuration this backend was opened with.
     pub fn config(&self) -> &EtcdConfig {
-        &self.shared.config
+        &self.core.config
     }
 
     /// The entry at the head of `name`'s queue: key, value, token, lease.
@@ -94,9 +61,9 @@ impl EtcdBackend {
             .with_sort(SortTarget::Create, SortOrder::Ascend)
             .with_limit(1);
         let prefix = keys::queue_prefix(name);
-        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        let deadline = self.core.retry_deadline(WaitMode::Try);
         let response = with_retries(deadline, "cannot read the lock queue", || {
-            let mut kv = self.shared.client.kv_client();
+            let mut kv = self.core.client.kv_client();
             let (prefix, oldest) = (prefix.clone(), oldest.clone());
             async move { kv.get(prefix, Some(oldest)).await }
         })
@@ -124,26 +91,16 @@ impl EtcdBackend {
                 ),
             ),
         ]);
-        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        let deadline = self.core.retry_deadline(WaitMode::Try);
         let response = run_txn(
-            &self.shared.client,
+            &self.core.client,
             deadline,
             "cannot read the semaphore",
             txn,
         )
         .await?;
-        let mut ranges = response
-            .op_responses()
-            .into_iter()
-            .filter_map(|op| match op {
-                TxnOpResponse::Get(get) => Some(get),
-                _ => None,
-            });
-        let limit = ranges
-            .next()
-            .and_then(|get| get.kvs().first().map(|kv| kv.value().to_vec()))
-            .and_then(|value| String::from_utf8(value).ok()?.parse::<u32>().ok())
-            .unwrap_or(0);
+        let mut ranges = range_reads(&response);
+        let limit = stored_limit(ranges.next()).unwrap_or(0);
         let entries = ranges
             .next()
             .map(|get| get.kvs().to_vec())
@@ -162,9 +119,9 @@ impl EtcdBackend {
     /// cannot be read: one request per holder, for `inspect` and
     /// `holders`, which operators call, never the lock path.
     async fn ttl_left(&self, lease: i64) -> Option<Duration> {
-        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        let deadline = self.core.retry_deadline(WaitMode::Try);
         with_retries(deadline, "cannot read the holder's lease", || {
-            let mut leases = self.shared.client.lease_client();
+            let mut leases = self.core.client.lease_client();
             async move { leases.time_to_live(lease, None).await }
         })
         .await
@@ -179,9 +136,9 @@ impl EtcdBackend {
             .with_prefix()
             .with_sort(SortTarget::Create, SortOrder::Ascend);
         let prefix = keys::queue_prefix(name);
-        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        let deadline = self.core.retry_deadline(WaitMode::Try);
         let response = with_retries(deadline, "cannot read the lock queue", || {
-            let mut kv = self.shared.client.kv_client();
+            let mut kv = self.core.client.kv_client();
             let (prefix, all) = (prefix.clone(), all.clone());
             async move { kv.get(prefix, Some(all)).await }
         })
@@ -237,7 +194,7 @@ impl Backend for EtcdBackend {
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
-        queue::acquire(&self.shared, request).await
+        queue::acquire(&self.core, request).await
     }
 
     /// The oldest entry of the queue (owner and value), with the time left
@@ -278,9 +235,9 @@ impl Backend for EtcdBackend {
     /// backend's watch stream (see `observe`).
     fn watch(&self, name: &LockName) -> HolderStream {
         holder_stream(QueueWatch::new(
-            self.shared.client.clone(),
-            self.shared.hub.clone(),
-            self.shared.config.response_timeout,
+            self.core.client.clone(),
+            self.core.hub.clone(),
+            self.core.config.response_timeout,
             keys::queue_prefix(name),
             name.key().to_string(),
         ))
@@ -299,9 +256,9 @@ impl Backend for EtcdBackend {
                     head.token,
                 )])
                 .and_then([TxnOp::delete(head.key, None)]);
-            let deadline = self.shared.retry_deadline(WaitMode::Try);
+            let deadline = self.core.retry_deadline(WaitMode::Try);
             let response =
-                run_txn(&self.shared.client, deadline, "cannot remove the lock", txn).await?;
+                run_txn(&self.core.client, deadline, "cannot remove the lock", txn).await?;
             removed |= response.succeeded();
         }
         Ok(removed)
@@ -313,9 +270,9 @@ impl Backend for EtcdBackend {
     /// to the sessions, which may hold locks in other namespaces).
     async fn purge_namespace(&self, namespace: &Namespace) -> Result<(), LockError> {
         let prefix = keys::namespace_prefix(namespace);
-        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        let deadline = self.core.retry_deadline(WaitMode::Try);
         with_retries(deadline, "cannot remove the namespace", || {
-            let mut kv = self.shared.client.kv_client();
+            let mut kv = self.core.client.kv_client();
             let prefix = prefix.clone();
             async move {
                 kv.delete(prefix, Some(DeleteOptions::new().with_prefix()))
@@ -330,16 +287,7 @@ impl Backend for EtcdBackend {
 impl fmt::Debug for EtcdBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EtcdBackend")
-            .field("config", &self.shared.config)
-            .finish_non_exhaustive()
-    }
-}
-
-impl fmt::Debug for Shared {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Shared")
-            .field("config", &self.config)
-            .field("sessions", &self.sessions)
+            .field("config", &self.core.config)
             .finish_non_exhaustive()
     }
 }

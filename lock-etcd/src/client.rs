@@ -5,7 +5,10 @@ use std::error::Error as StdError;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use etcd_client::{
+    Certificate, Client, ConnectOptions, GetResponse, Identity, TlsOptions, Txn, TxnOpResponse,
+    TxnResponse,
+};
 use lock_core::backend::diagnose::root_cause;
 use lock_core::backend::Backoff;
 use lock_core::LockError;
@@ -243,6 +246,34 @@ where
             _ => return Err(error),
         }
     }
+}
+
+/// Runs a transaction, retrying while the cluster is unavailable (see
+/// [`with_retries`]: only transactions safe to repeat).
+pub(crate) async fn run_txn(
+    client: &Client,
+    deadline: Instant,
+    context: &str,
+    txn: Txn,
+) -> Result<TxnResponse, LockError> {
+    with_retries(deadline, context, || {
+        let mut kv = client.kv_client();
+        let txn = txn.clone();
+        async move { kv.txn(txn).await }
+    })
+    .await
+}
+
+/// The range reads of a transaction's answer, in the order of the
+/// transaction's operations.
+pub(crate) fn range_reads(response: &TxnResponse) -> impl Iterator<Item = GetResponse> {
+    response
+        .op_responses()
+        .into_iter()
+        .filter_map(|op| match op {
+            TxnOpResponse::Get(get) => Some(get),
+            _ => None,
+        })
 }
 
 /// What a [`delete_key`] found.

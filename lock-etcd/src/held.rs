@@ -19,10 +19,10 @@ use lock_core::backend::{
 };
 use lock_core::{HoldKind, LockError, LockName, LossReason, OwnerId};
 
-use crate::backend::Shared;
-use crate::client::{delete_key, with_retries};
+use crate::client::{delete_key, run_txn, with_retries};
+use crate::core::EtcdCore;
+use crate::limit;
 use crate::names::EntryName;
-use crate::queue::{self, run_txn};
 use crate::session::Lease;
 use crate::value;
 use crate::watch::{Fired, WatchGuard};
@@ -36,7 +36,7 @@ const OWN_WATCH_DELAY: Duration = Duration::from_millis(100);
 
 /// The holder's side of a lock: releases it and notices its removal.
 pub(crate) struct HeldEntry {
-    shared: Arc<Shared>,
+    core: Arc<EtcdCore>,
     /// Our entry's key, reserved until the entry is known to be gone.
     entry: Arc<EntryName>,
     /// The entry's create revision: the fencing token.
@@ -57,7 +57,7 @@ impl HeldEntry {
     /// Starts holding `entry` (name, create revision), known to exist as
     /// of revision `decided_at`: any deletion after it is reported.
     pub(crate) fn start(
-        shared: &Arc<Shared>,
+        core: &Arc<EtcdCore>,
         (name, token): (Arc<EntryName>, i64),
         lease: Arc<Lease>,
         request: &AcquireRequest,
@@ -65,7 +65,7 @@ impl HeldEntry {
     ) -> Self {
         let watch = Arc::new(Mutex::new(None));
         let own = OwnEntry {
-            shared: Arc::downgrade(shared),
+            core: Arc::downgrade(core),
             key: name.key().to_vec(),
             token,
             lease: Arc::clone(&lease),
@@ -74,7 +74,7 @@ impl HeldEntry {
         };
         own.watch_from(decided_at + 1, OWN_WATCH_DELAY);
         Self {
-            shared: Arc::clone(shared),
+            core: Arc::clone(core),
             entry: name,
             token,
             lease,
@@ -98,8 +98,8 @@ impl HeldEntry {
         let Some(semaphore) = &self.semaphore else {
             return;
         };
-        let deadline = self.shared.retry_deadline(WaitMode::Try);
-        if let Err(error) = queue::forget_unused_limit(&self.shared, semaphore, deadline).await {
+        let deadline = self.core.retry_deadline(WaitMode::Try);
+        if let Err(error) = limit::forget_unused_limit(&self.core, semaphore, deadline).await {
             tracing::debug!(%error, "distlock: the semaphore's limit stays until its next use");
         }
     }
@@ -127,9 +127,9 @@ impl HeldLock for HeldEntry {
         if self.lease.is_lost() {
             return Err(self.lost());
         }
-        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        let deadline = self.core.retry_deadline(WaitMode::Try);
         let response = with_retries(deadline, "cannot check the lock", || {
-            let mut kv = self.shared.client.kv_client();
+            let mut kv = self.core.client.kv_client();
             let key = self.entry.key().to_vec();
             async move { kv.get(key, Some(GetOptions::new().with_keys_only())).await }
         })
@@ -161,8 +161,8 @@ impl HeldLock for HeldEntry {
     async fn release(&self) -> Result<(), LockError> {
         // Our own delete must not be reported as a loss.
         self.stop_watching();
-        let deadline = self.shared.retry_deadline(WaitMode::Try);
-        let released = delete_entry(&self.shared, self.entry.key(), &self.lease, deadline).await;
+        let deadline = self.core.retry_deadline(WaitMode::Try);
+        let released = delete_entry(&self.core, self.entry.key(), &self.lease, deadline).await;
         if let Ok(Deleted {
             answered_first: true,
             ..
@@ -172,9 +172,9 @@ impl HeldLock for HeldEntry {
         }
         match released {
             Err(error) if error.is_retriable() => {
-                let (shared, name) = (Arc::clone(&self.shared), Arc::clone(&self.entry));
+                let (core, name) = (Arc::clone(&self.core), Arc::clone(&self.entry));
                 let lease = Arc::clone(&self.lease);
-                spawn_detached(None, release_in_background(shared, name, lease));
+                spawn_detached(None, release_in_background(core, name, lease));
                 Err(error)
             }
             Ok(Deleted { ours: true, .. }) => {
@@ -204,9 +204,9 @@ impl HeldLock for HeldEntry {
                 self.token,
             )])
             .and_then([TxnOp::put(key, bytes, Some(put))]);
-        let deadline = self.shared.retry_deadline(WaitMode::Try);
+        let deadline = self.core.retry_deadline(WaitMode::Try);
         let response = run_txn(
-            &self.shared.client,
+            &self.core.client,
             deadline,
             "cannot set the lock's value",
             txn,
@@ -239,12 +239,12 @@ struct Deleted {
 /// Deletes `key` (our entry) with a plain delete, retrying until
 /// `deadline`; see [`HeldEntry::release`] for why that is safe.
 async fn delete_entry(
-    shared: &Shared,
+    core: &EtcdCore,
     key: &[u8],
     lease: &Lease,
     deadline: Instant,
 ) -> Result<Deleted, LockError> {
-    let done = delete_key(&shared.client, key, "cannot release the lock", deadline).await?;
+    let done = delete_key(&core.client, key, "cannot release the lock", deadline).await?;
     // After a try whose answer was lost, that try may have deleted the
     // entry: absent now, with the session alive, counts as released.
     let ours = done.deleted || (!done.first_answered && !lease.is_lost());
@@ -257,15 +257,15 @@ async fn delete_entry(
 /// Keeps trying to delete an entry whose release failed, until it is
 /// gone or its session ended (which removes it too). The name stays
 /// reserved unless the session ended: an unanswered try may still arrive.
-async fn release_in_background(shared: Arc<Shared>, name: Arc<EntryName>, lease: Arc<Lease>) {
+async fn release_in_background(core: Arc<EtcdCore>, name: Arc<EntryName>, lease: Arc<Lease>) {
     let pauses = Backoff::exponential(Duration::from_millis(100), Duration::from_secs(2));
     for pause in pauses.delays() {
         if lease.is_lost() {
             break;
         }
         tokio::time::sleep(pause).await;
-        let deadline = shared.retry_deadline(WaitMode::Try);
-        match delete_entry(&shared, name.key(), &lease, deadline).await {
+        let deadline = core.retry_deadline(WaitMode::Try);
+        match delete_entry(&core, name.key(), &lease, deadline).await {
             Err(error) if error.is_retriable() => {}
             Err(error) => {
                 tracing::warn!(%error, "distlock: giving up releasing an etcd lock; it ends with its session");
@@ -294,7 +294,7 @@ impl fmt::Debug for HeldEntry {
 /// the backend or the holder alive.
 #[derive(Clone)]
 struct OwnEntry {
-    shared: Weak<Shared>,
+    core: Weak<EtcdCore>,
     key: Vec<u8>,
     token: i64,
     lease: Arc<Lease>,
@@ -306,18 +306,14 @@ impl OwnEntry {
     /// Watches our entry for deletion from `revision` on (created on the
     /// server after `delay`), keeping the watch in the holder's slot.
     fn watch_from(self, revision: i64, delay: Duration) {
-        let (Some(shared), Some(slot)) = (self.shared.upgrade(), self.slot.upgrade()) else {
+        let (Some(core), Some(slot)) = (self.core.upgrade(), self.slot.upgrade()) else {
             return;
         };
         let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
         let key = self.key.clone();
         let this = self.clone();
         let listener = Box::new(move |fired| this.fired(fired));
-        *slot = Some(
-            shared
-                .hub
-                .watch_deletion_from(key, revision, delay, listener),
-        );
+        *slot = Some(core.hub.watch_deletion_from(key, revision, delay, listener));
     }
 
     fn fired(&self, fired: Fired) {
@@ -339,18 +335,18 @@ impl OwnEntry {
     }
 
     async fn recheck(self) {
-        let Some(shared) = self.shared.upgrade() else {
+        let Some(core) = self.core.upgrade() else {
             return;
         };
-        let deadline = shared.retry_deadline(WaitMode::Forever);
+        let deadline = core.retry_deadline(WaitMode::Forever);
         let key = self.key.clone();
         let read = with_retries(deadline, "cannot check the lock", || {
-            let mut kv = shared.client.kv_client();
+            let mut kv = core.client.kv_client();
             let key = key.clone();
             async move { kv.get(key, Some(GetOptions::new().with_keys_only())).await }
         })
         .await;
-        drop(shared);
+        drop(core);
         match read {
             Ok(response) => {
                 let ours = response

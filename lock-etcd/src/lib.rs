@@ -8,9 +8,11 @@
 mod backend;
 mod client;
 mod config;
+mod core;
 mod diagnosis;
 mod held;
 mod keys;
+mod limit;
 mod names;
 mod observe;
 mod queue;

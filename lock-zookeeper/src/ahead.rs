@@ -38,6 +38,7 @@
 use lock_core::LockError;
 use zookeeper_client::{Error as ZkError, EventType, WatchedEvent};
 
+use crate::acquire::Next;
 use crate::error;
 use crate::names::{NodeKind, NodeName};
 use crate::session::Session;
@@ -72,15 +73,6 @@ pub(crate) fn blocking<'a>(nodes: &[NodeName<'a>], me: i64, shared: bool) -> Opt
         at_head: nodes.first().map(|n| n.sequence) == Some(predecessor.sequence),
         marks: predecessor.kind == NodeKind::Exclusive,
     })
-}
-
-/// What to do after [`wait`].
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Next {
-    /// The predecessor released the lock it held: the lock is ours.
-    Hold,
-    /// The queue changed in a way that needs a fresh listing.
-    Relist,
 }
 
 /// Watches the node `ahead` names and waits until it goes, or our own

@@ -13,16 +13,15 @@ use lock_core::backend::{
 use lock_core::{LockError, LockInfo, LockName, Namespace};
 use zookeeper_client::Error as ZkError;
 
+use crate::acquire::acquire;
 use crate::config::ZkConfig;
-use crate::holders::{holders, HolderNode, Object};
+use crate::holders::{holders, HolderNode, Object, RACE_RETRIES};
+use crate::locks::LockQueue;
 use crate::names::{lock_dir, namespace_dir, permits_dir};
 use crate::observe::HolderNodes;
-use crate::session::Sessions;
-use crate::{error, permits, purge, queue as lock_queue, tls};
-
-/// How often `inspect`, `force_release` and a watch look again when the
-/// node they picked vanished under them.
-pub(crate) const RACE_RETRIES: usize = 5;
+use crate::permits::PermitQueue;
+use crate::sessions::Sessions;
+use crate::{error, purge, tls};
 
 /// Locks in a ZooKeeper ensemble; see the crate docs.
 ///
@@ -93,9 +92,13 @@ impl Backend for ZkBackend {
         match request.kind {
             HoldKind::Permit { limit } => {
                 let dir = permits_dir(&self.config.base, &request.name);
-                permits::acquire(&session, &dir, request, limit).await
+                let permits = PermitQueue::new(&dir, limit, &request.name);
+                acquire(&session, request, &permits).await
             }
-            _ => lock_queue::acquire(&session, &self.lock_dir(&request.name), request).await,
+            kind => {
+                let dir = self.lock_dir(&request.name);
+                acquire(&session, request, &LockQueue::new(&dir, kind)).await
+            }
         }
     }
 

@@ -1,6 +1,6 @@
 //! Which lock directories a session last found busy.
 //!
-//! An acquire enters the queue in one of two ways (see [`crate::queue`]):
+//! An acquire enters the queue in one of two ways (see [`crate::locks`]):
 //! where the lock is likely free, a transaction that creates our node and
 //! reports how many nodes the directory holds, so that a free lock needs no
 //! listing at all; where it is likely busy, a create with a listing

@@ -5,12 +5,14 @@ use lock_core::backend::HoldKind;
 use lock_core::{LockError, LockInfo};
 use zookeeper_client::Error as ZkError;
 
-use crate::backend::RACE_RETRIES;
 use crate::error;
-use crate::names::{queue, NodeKind, NodeName};
-use crate::permits::parse_limit;
+use crate::names::{parse_limit, queue, NodeKind, NodeName};
 use crate::session::Session;
 use crate::value::lock_info;
+
+/// How often a read of who holds (`inspect`, `holders`, `force_release`,
+/// a watch) looks again when the node it picked vanished under it.
+pub(crate) const RACE_RETRIES: usize = 5;
 
 /// One holder's node.
 #[derive(Debug)]

@@ -7,24 +7,26 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
+mod acquire;
 mod ahead;
 mod backend;
 mod cleanup;
 mod config;
-mod confirm;
 mod contended;
+mod contender;
 mod delayed;
 mod diagnosis;
 mod error;
 mod held;
 mod holders;
+mod locks;
 mod names;
 mod observe;
 mod permit_wait;
 mod permits;
 mod purge;
-mod queue;
 mod session;
+mod sessions;
 mod tls;
 mod value;
 mod watch;

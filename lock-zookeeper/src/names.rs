@@ -46,6 +46,11 @@ pub(crate) const PERMITS_DIR: &str = "_permits";
 /// The name prefix of a permit node in [`PERMITS_DIR`].
 pub(crate) const PERMIT_PREFIX: &str = "permit-";
 
+/// The limit a permits directory's data holds, if any.
+pub(crate) fn parse_limit(data: &[u8]) -> Option<u32> {
+    std::str::from_utf8(data).ok()?.parse().ok()
+}
+
 /// What a node in a contenders or permits directory stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum NodeKind {

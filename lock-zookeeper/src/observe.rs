@@ -47,10 +47,11 @@ use lock_core::backend::{async_trait, Change, HoldKind, HolderSource};
 use lock_core::{LockError, LockInfo};
 use zookeeper_client::{Error as ZkError, EventType, OneshotWatcher, SessionState};
 
-use crate::backend::RACE_RETRIES;
 use crate::error;
+use crate::holders::RACE_RETRIES;
 use crate::names::{parse_node, queue, NodeKind};
-use crate::session::{Session, Sessions};
+use crate::session::Session;
+use crate::sessions::Sessions;
 use crate::value::lock_info;
 
 /// The holder of one lock, as a [`HolderSource`]; see the module docs.

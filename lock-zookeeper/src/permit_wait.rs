@@ -23,13 +23,14 @@ use lock_core::LockError;
 use zookeeper_client::{Error as ZkError, EventType, WatchedEvent};
 
 use crate::error;
+use crate::names::NodeName;
 use crate::session::Session;
 use crate::watch::NodeWatch;
 
-/// The nodes a waiter watches, by name in the permits directory.
+/// The nodes a waiter watches in the permits directory.
 pub(crate) enum Watched<'a> {
     /// Every holder's node: we are the first waiter.
-    Holders(Vec<&'a str>),
+    Holders(&'a [NodeName<'a>]),
     /// The node just ahead of us, a waiter in our latest listing.
     Predecessor(&'a str),
 }
@@ -51,8 +52,11 @@ pub(crate) async fn wait(
     let client = session.client();
     let mut events: Vec<Event> = Vec::new();
     match watched {
-        Watched::Holders(names) => {
-            let paths: Vec<String> = names.iter().map(|name| format!("{dir}/{name}")).collect();
+        Watched::Holders(holders) => {
+            let paths: Vec<String> = holders
+                .iter()
+                .map(|node| format!("{dir}/{}", node.name))
+                .collect();
             // Every request is sent before any reply is awaited.
             let requests: Vec<_> = paths
                 .iter()

@@ -28,129 +28,95 @@
 //! **Tokens** are the permit nodes' czxids: increasing per semaphore (and
 //! across the ensemble), through restarts and leader changes.
 
-use std::sync::Arc;
-use std::time::Instant;
-
-use lock_core::backend::{AcquireRequest, Acquired, CleanupOnDrop, WaitMode};
 use lock_core::{LockError, LockName};
 use zookeeper_client::{CreateMode, Error as ZkError, MultiWriteError, MultiWriteResult};
 
-use crate::cleanup::DeleteOnDrop;
-use crate::delayed;
+use crate::acquire::{Entered, Look, NewNode, Next, Queue};
+use crate::contender::{find_by_guid, make_dirs, node_options, Contender, MAX_PARENT_RETRIES};
 use crate::error::{self, outcome_unknown};
-use crate::names::{kind_prefix, queue, NodeKind};
+use crate::names::{kind_prefix, parse_limit, queue, NodeKind};
 use crate::permit_wait::{self, Watched};
-use crate::queue::{
-    find_by_guid, held, list, make_dirs, node_options, withdraw_by_guid, Contender, Pass,
-    MAX_PARENT_RETRIES, MAX_RESTARTS,
-};
 use crate::session::Session;
-use crate::value::node_data;
 use crate::watch::NodeWatch;
 
 /// How often an acquire looks again at a semaphore whose limit others
 /// keep changing under it.
 const MAX_LIMIT_RETRIES: usize = 10;
 
-/// Takes one permit of the semaphore whose permits directory is `dir`,
-/// under `limit`.
-pub(crate) async fn acquire(
-    session: &Arc<Session>,
-    dir: &str,
-    request: &AcquireRequest,
+/// A semaphore's queue: the permits directory `dir`, where an acquire
+/// enters a `permit-` node under `limit`.
+pub(crate) struct PermitQueue<'d> {
+    dir: &'d str,
     limit: u32,
-) -> Result<Option<Acquired>, LockError> {
-    for _ in 0..MAX_RESTARTS {
-        match pass(session, dir, request, limit).await? {
-            Pass::Acquired(acquired) => return Ok(Some(acquired)),
-            Pass::NotAcquired => return Ok(None),
-            Pass::Removed => {
-                tracing::debug!(dir, "distlock: our permit node vanished; queueing again");
-            }
-        }
-    }
-    Err(LockError::Backend {
-        message: format!("our permit node under {dir} kept being removed while waiting"),
-        source: None,
-    })
+    /// The semaphore's name, for errors.
+    name: &'d LockName,
 }
 
-async fn pass(
-    session: &Arc<Session>,
-    dir: &str,
-    request: &AcquireRequest,
-    limit: u32,
-) -> Result<Pass, LockError> {
-    let client = session.client();
-    let guid = uuid::Uuid::new_v4().simple().to_string();
-    let requested_at = Instant::now();
-    // Armed before the create is sent (see `crate::queue`).
-    let by_guid = {
-        let (session, dir, guid) = (Arc::clone(session), dir.to_owned(), guid.clone());
-        CleanupOnDrop::new(move || withdraw_by_guid(session, dir, guid))
-    };
-    let data = node_data(request.owner.as_str(), &request.value);
-    let entry = Entry {
-        dir,
-        guid: &guid,
-        data: &data,
-        limit,
-        name: &request.name,
-    };
-    // On an error, the clean-up finds whatever node of ours is left.
-    let (me, first_listing) = enter(session, &entry).await?;
-    let cleanup = DeleteOnDrop::new(Arc::clone(session), me.path.clone());
-    by_guid.disarm();
-    let mut listing = Some(first_listing);
-    let mut own_watch: Option<NodeWatch> = None;
-    let limit = limit as usize;
-    loop {
-        let children = match listing.take() {
-            Some(children) => children,
-            None => list(session, dir).await?,
+impl<'d> PermitQueue<'d> {
+    /// The queue of semaphore `name`, in its permits directory `dir`,
+    /// entered under `limit`.
+    pub(crate) fn new(dir: &'d str, limit: u32, name: &'d LockName) -> Self {
+        Self { dir, limit, name }
+    }
+}
+
+impl Queue for PermitQueue<'_> {
+    type Ahead<'a> = Watched<'a>;
+
+    const NODE: &'static str = "permit node";
+
+    fn dir(&self) -> &str {
+        self.dir
+    }
+
+    /// Creates our node under a directory holding our limit (see the
+    /// module docs); the directory's listing always comes with it.
+    async fn enter(&self, session: &Session, node: NewNode<'_>) -> Result<Entered, LockError> {
+        let entry = Entry {
+            dir: node.dir,
+            guid: node.guid,
+            data: node.data,
+            limit: self.limit,
+            name: self.name,
         };
-        let nodes = queue(&children);
-        let Some(position) = nodes.iter().position(|n| n.sequence == me.sequence) else {
-            cleanup.disarm();
-            return Ok(Pass::Removed);
-        };
+        // On an error, the clean-up finds whatever node of ours is left.
+        enter(session, &entry).await
+    }
+
+    /// The first `limit` nodes hold. One that holds with others behind it
+    /// writes its node, which tells the waiter behind it that it is now
+    /// the first waiter (see the module docs).
+    fn look<'a>(&self, session: &Session, look: &Look<'_, 'a>) -> Option<Watched<'a>> {
+        let (nodes, position, limit) = (look.nodes, look.position, self.limit as usize);
         if position < limit {
             if position + 1 < nodes.len() {
-                // Someone behind us may have seen us waiting: tell it we
-                // are in (see the module docs). Sent now, ahead of any
-                // later write of ours; its reply is not waited for.
-                let mark = session.client().set_data(&me.path, &data, None);
+                // Sent now, ahead of any later write of ours; its reply is
+                // not waited for.
+                let mark = session.client().set_data(&look.me.path, look.data, None);
                 tokio::spawn(async move { drop(mark.await) });
             }
-            let own = own_watch.unwrap_or_else(|| {
-                delayed::watch_later(session, me.path.clone(), request.loss.clone())
-            });
-            return Ok(held(
-                session,
-                request,
-                me,
-                own,
-                cleanup,
-                requested_at,
-                false,
-            ));
+            return None;
         }
-        if request.wait == WaitMode::Try {
-            if session.request(client.delete(&me.path, None)).await.is_ok() {
-                cleanup.disarm();
-            }
-            return Ok(Pass::NotAcquired);
-        }
-        let own = own_watch
-            .take()
-            .unwrap_or_else(|| NodeWatch::start(session, me.path.clone(), request.loss.clone()));
-        let watched = if position == limit {
-            Watched::Holders(nodes[..limit].iter().map(|n| n.name).collect())
+        Some(if position == limit {
+            Watched::Holders(&nodes[..limit])
         } else {
             Watched::Predecessor(nodes[position - 1].name)
-        };
-        permit_wait::wait(session, dir, watched, &own).await?;
-        own_watch = Some(own);
+        })
+    }
+
+    /// Permits never mark their release: a waiter lists again.
+    fn marks_release(&self) -> bool {
+        false
+    }
+
+    async fn wait<'w>(
+        &'w self,
+        session: &'w Session,
+        watched: Self::Ahead<'w>,
+        own: &'w NodeWatch,
+    ) -> Result<Next, LockError> {
+        permit_wait::wait(session, self.dir, watched, own).await?;
+        Ok(Next::Relist)
     }
 }
 
@@ -168,10 +134,7 @@ struct Entry<'a> {
 /// Creates our permit node under a directory holding our limit; returns
 /// it with the directory's listing after its creation. See the module
 /// docs for the limit.
-async fn enter(
-    session: &Session,
-    entry: &Entry<'_>,
-) -> Result<(Contender, Vec<String>), LockError> {
+async fn enter(session: &Session, entry: &Entry<'_>) -> Result<Entered, LockError> {
     let Entry {
         dir, guid, limit, ..
     } = *entry;
@@ -216,34 +179,9 @@ async fn enter(
             (Err(e), _) | (_, Err(e)) => return Err(error::map(&format!("read {dir}"), e)),
         };
         let stored = parse_limit(&read);
-        if stored == Some(limit) {
-            return Ok((ours, children));
-        }
-        let others = queue(&children).iter().any(|n| n.guid != guid);
-        if others {
-            withdraw(session, &ours.path).await;
-            return Err(LockError::LimitMismatch {
-                key: entry.name.key().to_string(),
-                stored: stored.unwrap_or(0),
-                asked: limit,
-            });
-        }
-        match take_over(session, entry, &ours, &prefix).await {
-            Ok(taken) => {
-                let name = taken.path.rsplit('/').next().unwrap_or_default().to_owned();
-                return Ok((taken, vec![name]));
-            }
-            // Someone entered (or replaced the directory) meanwhile; our
-            // node is still there: look again.
-            Err(TakeOver::Raced) => me = Some(ours),
-            Err(TakeOver::Unknown) => {
-                session.ready().await?;
-                me = find_by_guid(session, dir, guid).await?;
-            }
-            Err(TakeOver::Failed(e)) => {
-                withdraw(session, &ours.path).await;
-                return Err(error::map(&format!("set the limit of {dir}"), e));
-            }
+        match settle(session, entry, ours, stored, children, &prefix).await? {
+            Settled::Entered(entered) => return Ok(entered),
+            Settled::Again(node) => me = node,
         }
     }
     Err(LockError::Unavailable {
@@ -252,9 +190,58 @@ async fn enter(
     })
 }
 
-/// The limit a permits directory's data holds, if any.
-pub(crate) fn parse_limit(data: &[u8]) -> Option<u32> {
-    std::str::from_utf8(data).ok()?.parse().ok()
+/// What [`settle`] made of our node.
+enum Settled {
+    /// In the queue, under our limit.
+    Entered(Entered),
+    /// Look again, with our node if it is known to be there.
+    Again(Option<Contender>),
+}
+
+/// Settles our node `ours` in a directory whose data holds limit `stored`
+/// and whose listing is `children`: under our limit it is entered; with
+/// another limit it fails with [`LockError::LimitMismatch`] while others
+/// are queued, and takes the semaphore over while none are.
+async fn settle(
+    session: &Session,
+    entry: &Entry<'_>,
+    ours: Contender,
+    stored: Option<u32>,
+    children: Vec<String>,
+    prefix: &str,
+) -> Result<Settled, LockError> {
+    let Entry {
+        dir, guid, limit, ..
+    } = *entry;
+    if stored == Some(limit) {
+        return Ok(Settled::Entered((ours, Some(children))));
+    }
+    let others = queue(&children).iter().any(|n| n.guid != guid);
+    if others {
+        withdraw(session, &ours.path).await;
+        return Err(LockError::LimitMismatch {
+            key: entry.name.key().to_string(),
+            stored: stored.unwrap_or(0),
+            asked: limit,
+        });
+    }
+    match take_over(session, entry, &ours, prefix).await {
+        Ok(taken) => {
+            let name = taken.path.rsplit('/').next().unwrap_or_default().to_owned();
+            Ok(Settled::Entered((taken, Some(vec![name]))))
+        }
+        // Someone entered (or replaced the directory) meanwhile; our
+        // node is still there: look again.
+        Err(TakeOver::Raced) => Ok(Settled::Again(Some(ours))),
+        Err(TakeOver::Unknown) => {
+            session.ready().await?;
+            Ok(Settled::Again(find_by_guid(session, dir, guid).await?))
+        }
+        Err(TakeOver::Failed(e)) => {
+            withdraw(session, &ours.path).await;
+            Err(error::map(&format!("set the limit of {dir}"), e))
+        }
+    }
 }
 
 /// Why a [`take_over`] did not happen.

@@ -27,39 +27,6 @@ use crate::contended::ContendedDirs;
 use crate::delayed::DelayedWatches;
 use crate::error;
 
-/// Opens the backend's session lazily and replaces it once it has ended.
-#[derive(Debug)]
-pub(crate) struct Sessions {
-    config: Arc<ZkConfig>,
-    current: tokio::sync::Mutex<Option<Arc<Session>>>,
-}
-
-impl Sessions {
-    pub(crate) fn new(config: Arc<ZkConfig>) -> Self {
-        Self {
-            config,
-            current: tokio::sync::Mutex::new(None),
-        }
-    }
-
-    /// The live, connected session: the current one if it has not ended
-    /// (waiting up to the connect timeout for a lost connection to come
-    /// back), else a new one.
-    pub(crate) async fn get(&self) -> Result<Arc<Session>, LockError> {
-        let mut current = self.current.lock().await;
-        if let Some(session) = current.as_ref().filter(|s| !s.has_ended()) {
-            let session = Arc::clone(session);
-            drop(current);
-            session.ready().await?;
-            return Ok(session);
-        }
-        let session = Arc::new(Session::open(Arc::clone(&self.config)).await?);
-        tokio::spawn(crate::confirm::confirm(Arc::downgrade(&session)));
-        *current = Some(Arc::clone(&session));
-        Ok(session)
-    }
-}
-
 /// Sessions set up as the store's own, for tools that talk to the same
 /// servers with raw commands, such as benchmarks. The store opens its own
 /// sessions with these too.
@@ -121,9 +88,9 @@ pub(crate) struct Session {
     config: Arc<ZkConfig>,
     registry: Arc<Registry>,
     contended: ContendedDirs,
-    delayed_watches: DelayedWatches,
+    delayed_watches: DelayedWatches<Session>,
     /// When the latest request known to have reached the server with the
-    /// session alive was sent (see [`crate::confirm`]).
+    /// session alive was sent (see [`crate::sessions`]).
     confirmed_at: Mutex<Instant>,
     /// The runtime the session was opened on: its close runs there if the
     /// last handle goes outside any runtime.
@@ -185,7 +152,7 @@ impl Session {
     }
 
     /// The own-node watches this session has yet to start.
-    pub(crate) fn delayed_watches(&self) -> &DelayedWatches {
+    pub(crate) fn delayed_watches(&self) -> &DelayedWatches<Self> {
         &self.delayed_watches
     }
 

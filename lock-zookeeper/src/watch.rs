@@ -3,8 +3,8 @@
 //!
 //! A waiter watches its node from its first look at the queue: if the node
 //! went unnoticed, the waiter could take the lock without one. A lock taken
-//! at once watches its node only after [`crate::delayed::OWN_WATCH_DELAY`]
-//! (set by the session's [`crate::delayed::DelayedWatches`], so a short
+//! at once watches its node only after [`OWN_WATCH_DELAY`] (started by the
+//! session's [`DelayedWatches`](crate::delayed::DelayedWatches), so a short
 //! hold spawns no task): the watch would fire on our own release, so a
 //! lock held for less costs no watch and no notification. The listing that
 //! found the lock free showed our node there; a removal after it is
@@ -20,24 +20,33 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use zookeeper_client::{Error as ZkError, EventType};
 
+use crate::delayed::DelayedWatch;
 use crate::error;
 use crate::session::{wait_connected, Session};
+
+/// How long a lock taken at once is held before it watches its own node.
+/// Most locks are held for less: they then cost the server no watch and
+/// no notification (the watch would fire on our own release), which on
+/// 1,000 keys, where the server is the bottleneck, is one packet in seven.
+/// A removal from outside meanwhile is still reported, at most this much
+/// plus a round trip late.
+pub(crate) const OWN_WATCH_DELAY: Duration = Duration::from_millis(100);
 
 /// How long the watch task waits for a lost connection before trying again.
 const RECONNECT_WAIT: Duration = Duration::from_secs(1);
 
 /// A watch on one contender node until it is deleted or its session ends:
-/// a task, started at once or later (see [`NodeWatch::later`]), aborted
-/// when this is dropped.
+/// a task, started at once or after [`OWN_WATCH_DELAY`], aborted when this
+/// is dropped.
 #[derive(Debug)]
 pub(crate) struct NodeWatch {
-    shared: Arc<Shared>,
+    node: Arc<WatchedNode>,
     gone: watch::Receiver<bool>,
 }
 
-/// What a [`NodeWatch`] and its task share.
+/// The watched node, as a [`NodeWatch`] and its task share it.
 #[derive(Debug)]
-pub(crate) struct Shared {
+pub(crate) struct WatchedNode {
     /// The watched node.
     path: String,
     /// Told when the node vanishes while holding.
@@ -69,17 +78,30 @@ impl NodeWatch {
     /// reports `reporter`'s lock lost when the node disappears other than
     /// by [`releasing`](Self::releasing).
     pub(crate) fn start(session: &Arc<Session>, path: String, reporter: LossReporter) -> Self {
-        let (watch, shared) = Self::later(path, reporter);
-        shared.start(session);
+        let (watch, node) = Self::unstarted(path, reporter);
+        node.start(session);
         watch
     }
 
-    /// Like [`start`](Self::start), but the watch starts only when
-    /// [`Shared::start`] is called on the returned handle. Until then, a
-    /// vanished node is not known: [`is_gone`](Self::is_gone) is false.
-    pub(crate) fn later(path: String, reporter: LossReporter) -> (Self, Arc<Shared>) {
+    /// Like [`start`](Self::start), but the watch starts only after
+    /// [`OWN_WATCH_DELAY`], by the session's delayed watches. Until then,
+    /// a vanished node is not known: [`is_gone`](Self::is_gone) is false.
+    pub(crate) fn after_delay(
+        session: &Arc<Session>,
+        path: String,
+        reporter: LossReporter,
+    ) -> Self {
+        let (watch, node) = Self::unstarted(path, reporter);
+        let due = tokio::time::Instant::now() + OWN_WATCH_DELAY;
+        session.delayed_watches().push(session, due, node);
+        watch
+    }
+
+    /// A watch whose task is not started yet, and the node it shares with
+    /// that task.
+    fn unstarted(path: String, reporter: LossReporter) -> (Self, Arc<WatchedNode>) {
         let (gone_tx, gone) = watch::channel(false);
-        let shared = Arc::new(Shared {
+        let node = Arc::new(WatchedNode {
             path,
             reporter,
             stage: AtomicU8::new(QUEUED),
@@ -87,22 +109,22 @@ impl NodeWatch {
             task: Mutex::new(Task::Pending),
         });
         let watch = Self {
-            shared: Arc::clone(&shared),
+            node: Arc::clone(&node),
             gone,
         };
-        (watch, shared)
+        (watch, node)
     }
 
     /// The node now holds the lock: report it lost if it vanishes. False if
     /// it is already known to be gone.
     pub(crate) fn hold(&self) -> bool {
-        self.shared.stage.store(HOLDING, Ordering::SeqCst);
+        self.node.stage.store(HOLDING, Ordering::SeqCst);
         !self.is_gone()
     }
 
     /// We are about to delete the node ourselves: stop watching it.
     pub(crate) fn releasing(&self) {
-        self.shared.stage.store(RELEASED, Ordering::SeqCst);
+        self.node.stage.store(RELEASED, Ordering::SeqCst);
     }
 
     /// Whether the node is known to be gone.
@@ -119,23 +141,25 @@ impl NodeWatch {
 
 impl Drop for NodeWatch {
     fn drop(&mut self) {
-        if let Task::Running(task) = std::mem::replace(&mut *self.shared.task(), Task::Stopped) {
+        if let Task::Running(task) = std::mem::replace(&mut *self.node.task(), Task::Stopped) {
             task.abort();
         }
     }
 }
 
-impl Shared {
+impl WatchedNode {
     fn task(&self) -> MutexGuard<'_, Task> {
         // Every change to the slot is a single assignment.
         self.task
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
 
+impl DelayedWatch<Session> for WatchedNode {
     /// Whether the watch is still to be started: not started yet, and its
     /// lock neither released nor dropped.
-    pub(crate) fn is_pending(&self) -> bool {
+    fn is_pending(&self) -> bool {
         self.stage.load(Ordering::SeqCst) != RELEASED && matches!(*self.task(), Task::Pending)
     }
 
@@ -143,23 +167,23 @@ impl Shared {
     /// its [`NodeWatch`] dropped meanwhile, or it already runs. The task
     /// keeps the session open until it ends, so its watch is removed (when
     /// it is aborted) before the session closes.
-    pub(crate) fn start(self: &Arc<Self>, session: &Arc<Session>) {
+    fn start(self: Arc<Self>, session: &Arc<Session>) {
         if self.stage.load(Ordering::SeqCst) == RELEASED {
             return;
         }
         let mut task = self.task();
         if matches!(*task, Task::Pending) {
-            let handle = tokio::spawn(watch_node(Arc::clone(session), Arc::clone(self)));
+            let handle = tokio::spawn(watch_node(Arc::clone(session), Arc::clone(&self)));
             *task = Task::Running(handle.abort_handle());
         }
     }
 }
 
-async fn watch_node(session: Arc<Session>, shared: Arc<Shared>) {
+async fn watch_node(session: Arc<Session>, node: Arc<WatchedNode>) {
     let client = session.client();
-    let path = &shared.path;
+    let path = &node.path;
     let reason = loop {
-        if shared.stage.load(Ordering::SeqCst) == RELEASED {
+        if node.stage.load(Ordering::SeqCst) == RELEASED {
             return;
         }
         match client.check_and_watch_stat(path).await {
@@ -194,8 +218,8 @@ async fn watch_node(session: Arc<Session>, shared: Arc<Shared>) {
     };
     // Marked gone before the stage is read: `hold` sets the stage before it
     // reads `gone`, so one of the two sides always sees the other.
-    shared.gone.send_replace(true);
-    if shared.stage.load(Ordering::SeqCst) == HOLDING {
-        shared.reporter.report(reason);
+    node.gone.send_replace(true);
+    if node.stage.load(Ordering::SeqCst) == HOLDING {
+        node.reporter.report(reason);
     }
 }

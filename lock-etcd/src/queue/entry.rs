@@ -4,14 +4,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Compare, CompareOp, GetOptions, KeyValue, PutOptions, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, GetOptions, KeyValue, PutOptions, Txn, TxnOp, TxnResponse};
 use lock_core::backend::{AcquireRequest, CleanupOnDrop, WaitMode};
 use lock_core::{HoldKind, LockError};
 
-use super::turn::Position;
-use super::{first_range, header_revision, newest_first, run_txn, View};
-use crate::backend::Shared;
-use crate::client::{delete_key, with_retries};
+use super::turn::{newest_first, Position, View};
+use crate::client::{delete_key, range_reads, run_txn, with_retries};
+use crate::core::EtcdCore;
 use crate::keys;
 use crate::names::EntryName;
 use crate::session::Lease;
@@ -28,7 +27,7 @@ impl Entry {
     /// Puts our entry and reads the two entries before it, in one
     /// transaction.
     pub(super) async fn enqueue(
-        shared: &Arc<Shared>,
+        core: &Arc<EtcdCore>,
         prefix: &[u8],
         lease: &Lease,
         request: &AcquireRequest,
@@ -37,13 +36,13 @@ impl Entry {
             HoldKind::Shared => keys::READER_MARK,
             _ => "",
         };
-        let name = shared.names.reserve_marked(prefix, lease.id(), mark);
+        let name = core.names.reserve_marked(prefix, lease.id(), mark);
         let key = name.key().to_vec();
         // Armed before the request leaves: if this call is dropped while
         // the reply is in flight, the entry may exist and must go.
         let cleanup = {
-            let (shared, name) = (Arc::clone(shared), Arc::clone(&name));
-            CleanupOnDrop::new(move || delete_entry(shared, name))
+            let (core, name) = (Arc::clone(core), Arc::clone(&name));
+            CleanupOnDrop::new(move || delete_entry(core, name))
         };
         let put = PutOptions::new().with_lease(lease.id());
         // The name is reserved for this call, so "create if absent" makes a
@@ -63,8 +62,8 @@ impl Entry {
                 key.clone(),
                 Some(GetOptions::new().with_keys_only()),
             )]);
-        let deadline = shared.retry_deadline(request.wait);
-        let response = run_txn(&shared.client, deadline, "cannot queue for the lock", txn).await?;
+        let deadline = core.retry_deadline(request.wait);
+        let response = run_txn(&core.client, deadline, "cannot queue for the lock", txn).await?;
         let mut entry = Self {
             at: Position {
                 prefix: prefix.to_vec(),
@@ -83,15 +82,15 @@ impl Entry {
         }
         // An earlier try of this very request went through.
         entry.at.revision = newest.first().map_or(0, KeyValue::create_revision);
-        let view = entry.at.check(shared, deadline).await?;
+        let view = entry.at.check(core, deadline).await?;
         Ok((entry, view))
     }
 
     /// Deletes our entry after a failed `try_lock`, and disarms the clean-up.
-    pub(super) async fn withdraw(self, shared: &Shared) -> Result<(), LockError> {
-        let deadline = shared.retry_deadline(WaitMode::Try);
+    pub(super) async fn withdraw(self, core: &EtcdCore) -> Result<(), LockError> {
+        let deadline = core.retry_deadline(WaitMode::Try);
         let key = self.name.key();
-        let done = delete_key(&shared.client, key, "cannot leave the lock queue", deadline).await?;
+        let done = delete_key(&core.client, key, "cannot leave the lock queue", deadline).await?;
         self.cleanup.disarm();
         // A retried delete may still have a try in flight: keep the name.
         if done.first_answered {
@@ -112,13 +111,13 @@ impl Entry {
 /// connection (etcd handles each request on its own): delete once more a
 /// little later, which is harmless since the name stays reserved for this
 /// call until then.
-async fn delete_entry(shared: Arc<Shared>, name: Arc<EntryName>) {
+async fn delete_entry(core: Arc<EtcdCore>, name: Arc<EntryName>) {
     const SECOND_TRY_AFTER: Duration = Duration::from_millis(250);
     let key = name.key().to_vec();
     let delete = || {
-        let deadline = Instant::now() + shared.config.response_timeout;
+        let deadline = Instant::now() + core.config.response_timeout;
         with_retries(deadline, "cannot delete an abandoned queue entry", || {
-            let mut kv = shared.client.kv_client();
+            let mut kv = core.client.kv_client();
             let key = key.clone();
             async move { kv.delete(key, None).await }
         })
@@ -135,4 +134,17 @@ async fn delete_entry(shared: Arc<Shared>, name: Arc<EntryName>) {
             tracing::warn!(%error, "distlock: an abandoned etcd queue entry stays until its lease ends");
         }
     }
+}
+
+/// The revision of the store when the transaction ran.
+fn header_revision(response: &TxnResponse) -> i64 {
+    response.header().map_or(0, |h| h.revision())
+}
+
+/// The entries the first range read of a transaction found.
+fn first_range(response: &TxnResponse) -> Vec<KeyValue> {
+    range_reads(response)
+        .next()
+        .map(|get| get.kvs().to_vec())
+        .unwrap_or_default()
 }

@@ -35,35 +35,26 @@ mod turn;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_client::{
-    Client, GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOpResponse, TxnResponse,
-};
 use lock_core::backend::{AcquireRequest, Acquired, Renewal};
 use lock_core::{FencingToken, HoldKind, LockError};
 
-use crate::backend::Shared;
-use crate::client::{is_lease_not_found, with_retries};
+use crate::client::is_lease_not_found;
+use crate::core::EtcdCore;
 use crate::held::HeldEntry;
-use crate::keys;
+use crate::session::Lease;
+use crate::{keys, limit};
 
 use entry::Entry;
-pub(crate) use permit::forget_unused_limit;
+use turn::{Position, Turn, View};
 
 /// Takes the lock of `request`; see the module docs. `Ok(None)` when a
 /// [`WaitMode::Try`](lock_core::backend::WaitMode::Try) finds it held.
 /// Cancel-safe: a dropped call deletes its queue entry in the background.
 pub(crate) async fn acquire(
-    shared: &Arc<Shared>,
+    core: &Arc<EtcdCore>,
     request: &AcquireRequest,
 ) -> Result<Option<Acquired>, LockError> {
-    let prefix = match request.kind {
-        HoldKind::Permit { limit } => {
-            let deadline = shared.retry_deadline(request.wait);
-            permit::check_limit(shared, &request.name, limit, deadline).await?;
-            keys::permits_prefix(&request.name)
-        }
-        _ => keys::queue_prefix(&request.name),
-    };
+    let prefix = queue_prefix(core, request).await?;
     let started = Instant::now();
     let mut requeues = 0u32;
     loop {
@@ -74,11 +65,11 @@ pub(crate) async fn acquire(
             tokio::time::sleep(pause).await;
         }
         requeues += 1;
-        let lease = shared
+        let lease = core
             .sessions
-            .lease(request.ttl, shared.retry_deadline(request.wait))
+            .lease(request.ttl, core.retry_deadline(request.wait))
             .await?;
-        let (entry, view) = match Entry::enqueue(shared, &prefix, &lease, request).await {
+        let (entry, view) = match Entry::enqueue(core, &prefix, &lease, request).await {
             Ok(queued) => queued,
             // Revoked or expired before the keepalive noticed: a new one.
             Err(error) if is_lease_not_found(&error) => {
@@ -87,31 +78,10 @@ pub(crate) async fn acquire(
             }
             Err(error) => return Err(error),
         };
-        let turn = match request.kind {
-            HoldKind::Shared => {
-                entry
-                    .at
-                    .wait_read_turn(shared, &lease, request.wait)
-                    .await?
-            }
-            HoldKind::Permit { limit } => {
-                let wait = request.wait;
-                entry
-                    .at
-                    .wait_permit_turn(shared, &lease, limit, wait)
-                    .await?
-            }
-            _ => {
-                entry
-                    .at
-                    .wait_turn(shared, &lease, view, request.wait)
-                    .await?
-            }
-        };
-        let decided_at = match turn {
+        let decided_at = match wait_turn(core, &entry.at, &lease, view, request).await? {
             Turn::Holder { revision } => revision,
             Turn::Busy => {
-                entry.withdraw(shared).await?;
+                entry.withdraw(core).await?;
                 return Ok(None);
             }
             // Our entry or its lease vanished: queue again (the dropped
@@ -122,7 +92,7 @@ pub(crate) async fn acquire(
             continue;
         }
         let token = FencingToken::new(u64::try_from(entry.at.revision).unwrap_or(0));
-        let held = HeldEntry::start(shared, entry.into_key(), lease, request, decided_at);
+        let held = HeldEntry::start(core, entry.into_key(), lease, request, decided_at);
         return Ok(Some(Acquired {
             token,
             requested_at: started,
@@ -132,68 +102,32 @@ pub(crate) async fn acquire(
     }
 }
 
-/// What a read of the queue showed, as of `revision`.
-struct View {
-    revision: i64,
-    own_exists: bool,
-    /// The entry just ahead of ours.
-    predecessor: Option<Ahead>,
-    /// The key of the entry ahead of the predecessor; `None` means the
-    /// predecessor was at the head of the queue.
-    second: Option<Vec<u8>>,
+/// The prefix `request` queues under: the lock's queue, or for a permit
+/// the semaphore's, once its limit is checked (see [`crate::limit`]).
+async fn queue_prefix(core: &EtcdCore, request: &AcquireRequest) -> Result<Vec<u8>, LockError> {
+    match request.kind {
+        HoldKind::Permit { limit } => {
+            let deadline = core.retry_deadline(request.wait);
+            limit::check_limit(core, &request.name, limit, deadline).await?;
+            Ok(keys::permits_prefix(&request.name))
+        }
+        _ => Ok(keys::queue_prefix(&request.name)),
+    }
 }
 
-/// An entry ahead of ours in the queue.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Ahead {
-    key: Vec<u8>,
-    /// The lease the entry is attached to.
-    lease: i64,
-}
-
-enum Turn {
-    Holder { revision: i64 },
-    Busy,
-    Requeue,
-}
-
-/// Reads at most `limit` keys, keys only, newest first by create revision.
-fn newest_first(limit: i64) -> GetOptions {
-    GetOptions::new()
-        .with_prefix()
-        .with_sort(SortTarget::Create, SortOrder::Descend)
-        .with_limit(limit)
-        .with_keys_only()
-}
-
-/// Runs a transaction, retrying while the cluster is unavailable.
-pub(crate) async fn run_txn(
-    client: &Client,
-    deadline: Instant,
-    context: &str,
-    txn: Txn,
-) -> Result<TxnResponse, LockError> {
-    with_retries(deadline, context, || {
-        let mut kv = client.kv_client();
-        let txn = txn.clone();
-        async move { kv.txn(txn).await }
-    })
-    .await
-}
-
-/// The revision of the store when the transaction ran.
-pub(crate) fn header_revision(response: &TxnResponse) -> i64 {
-    response.header().map_or(0, |h| h.revision())
-}
-
-/// The entries the first range read of a transaction found.
-pub(crate) fn first_range(response: &TxnResponse) -> Vec<KeyValue> {
-    response
-        .op_responses()
-        .into_iter()
-        .find_map(|op| match op {
-            TxnOpResponse::Get(get) => Some(get.kvs().to_vec()),
-            _ => None,
-        })
-        .unwrap_or_default()
+/// Waits for the turn of our entry `at`, as its kind of hold has it: a
+/// reader's, a permit's, or a writer's (from `view`, what the entry's put
+/// read).
+async fn wait_turn(
+    core: &EtcdCore,
+    at: &Position,
+    lease: &Lease,
+    view: View,
+    request: &AcquireRequest,
+) -> Result<Turn, LockError> {
+    match request.kind {
+        HoldKind::Shared => at.wait_read_turn(core, lease, request.wait).await,
+        HoldKind::Permit { limit } => at.wait_permit_turn(core, lease, limit, request.wait).await,
+        _ => at.wait_turn(core, lease, view, request.wait).await,
+    }
 }

@@ -16,10 +16,9 @@ use lock_core::backend::WaitMode;
 use lock_core::LockError;
 use tokio::sync::{mpsc, watch};
 
-use super::turn::{watch_deletion, Position};
-use super::Turn;
-use crate::backend::Shared;
+use super::turn::{watch_deletion, Position, Turn};
 use crate::client::with_retries;
+use crate::core::EtcdCore;
 use crate::keys;
 use crate::session::Lease;
 use crate::watch::Fired;
@@ -37,13 +36,13 @@ impl Position {
     /// `Try` says one is.
     pub(super) async fn wait_read_turn(
         &self,
-        shared: &Shared,
+        core: &EtcdCore,
         lease: &Lease,
         wait: WaitMode,
     ) -> Result<Turn, LockError> {
         let mut lease_lost = lease.lost_signal();
         let mut view = self
-            .read_ahead(shared, None, shared.retry_deadline(wait))
+            .read_ahead(core, None, core.retry_deadline(wait))
             .await?;
         loop {
             if !view.own_exists || lease.is_lost() {
@@ -57,23 +56,21 @@ impl Position {
             if !wait.may_wait() {
                 return Ok(Turn::Busy);
             }
-            let (mut fired, _watch) = watch_deletion(shared, &writer, view.revision);
+            let (mut fired, _watch) = watch_deletion(core, &writer, view.revision);
             let Some(at) = next_read(&mut fired, view.revision, &mut lease_lost).await? else {
                 return Ok(Turn::Requeue);
             };
-            view = self
-                .read_ahead(shared, at, shared.retry_deadline(wait))
-                .await?;
+            view = self.read_ahead(core, at, core.retry_deadline(wait)).await?;
         }
     }
 
     async fn read_ahead(
         &self,
-        shared: &Shared,
+        core: &EtcdCore,
         at: Option<i64>,
         deadline: Instant,
     ) -> Result<ReadView, LockError> {
-        let (entries, revision) = self.read_up_to_own(shared, at, deadline).await?;
+        let (entries, revision) = self.read_up_to_own(core, at, deadline).await?;
         Ok(self.read_view(&entries, revision))
     }
 
@@ -83,7 +80,7 @@ impl Position {
     /// serve it is asked linearizably instead), else linearizable.
     pub(super) async fn read_up_to_own(
         &self,
-        shared: &Shared,
+        core: &EtcdCore,
         at: Option<i64>,
         deadline: Instant,
     ) -> Result<(Vec<KeyValue>, i64), LockError> {
@@ -93,14 +90,14 @@ impl Position {
             .with_max_create_revision(self.revision)
             .with_keys_only();
         if let Some(revision) = at {
-            let mut kv = shared.client.kv_client();
+            let mut kv = core.client.kv_client();
             let exact = read.clone().with_serializable().with_revision(revision);
             if let Ok(response) = kv.get(self.prefix.clone(), Some(exact)).await {
                 return Ok((response.kvs().to_vec(), revision));
             }
         }
         let response = with_retries(deadline, "cannot read the queue", || {
-            let mut kv = shared.client.kv_client();
+            let mut kv = core.client.kv_client();
             let (prefix, read) = (self.prefix.clone(), read.clone());
             async move { kv.get(prefix, Some(read)).await }
         })

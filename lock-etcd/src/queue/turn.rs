@@ -1,18 +1,56 @@
 //! Waiting for our entry's turn: reads of the queue and deletion watches
-//! on the entries ahead of ours.
+//! on the entries ahead of ours. A writer's turn is here; a reader's is in
+//! `read`, a permit's in `permit`.
 
 use std::time::Instant;
 
-use etcd_client::{GetOptions, KeyValue};
+use etcd_client::{GetOptions, KeyValue, SortOrder, SortTarget};
 use lock_core::backend::WaitMode;
 use lock_core::LockError;
 use tokio::sync::{mpsc, watch};
 
-use super::{newest_first, Ahead, Turn, View};
-use crate::backend::Shared;
 use crate::client::with_retries;
+use crate::core::EtcdCore;
 use crate::session::Lease;
 use crate::watch::{Fired, WatchGuard};
+
+/// How a wait for our entry's turn ended.
+pub(super) enum Turn {
+    /// Our entry holds, as of `revision`.
+    Holder { revision: i64 },
+    /// A `Try` found the lock held.
+    Busy,
+    /// Our entry or its lease vanished: queue again.
+    Requeue,
+}
+
+/// What a read of the queue showed, as of `revision`.
+pub(super) struct View {
+    revision: i64,
+    own_exists: bool,
+    /// The entry just ahead of ours.
+    predecessor: Option<Ahead>,
+    /// The key of the entry ahead of the predecessor; `None` means the
+    /// predecessor was at the head of the queue.
+    second: Option<Vec<u8>>,
+}
+
+/// An entry ahead of ours in the queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Ahead {
+    key: Vec<u8>,
+    /// The lease the entry is attached to.
+    lease: i64,
+}
+
+/// Reads at most `limit` keys, keys only, newest first by create revision.
+pub(super) fn newest_first(limit: i64) -> GetOptions {
+    GetOptions::new()
+        .with_prefix()
+        .with_sort(SortTarget::Create, SortOrder::Descend)
+        .with_limit(limit)
+        .with_keys_only()
+}
 
 /// Where our entry is (its key is the entry's name).
 pub(super) struct Position {
@@ -26,12 +64,12 @@ impl Position {
     /// precedes it.
     pub(super) async fn check(
         &self,
-        shared: &Shared,
+        core: &EtcdCore,
         deadline: Instant,
     ) -> Result<View, LockError> {
         let read = self.check_read(None);
         let response = with_retries(deadline, "cannot read the lock queue", || {
-            let mut kv = shared.client.kv_client();
+            let mut kv = core.client.kv_client();
             let (prefix, read) = (self.prefix.clone(), read.clone());
             async move { kv.get(prefix, Some(read)).await }
         })
@@ -54,17 +92,17 @@ impl Position {
     /// error: read linearizably.
     async fn check_at(
         &self,
-        shared: &Shared,
+        core: &EtcdCore,
         revision: i64,
         deadline: Instant,
     ) -> Result<View, LockError> {
-        let mut kv = shared.client.kv_client();
+        let mut kv = core.client.kv_client();
         match kv
             .get(self.prefix.clone(), Some(self.check_read(Some(revision))))
             .await
         {
             Ok(response) => Ok(self.view(response.kvs(), revision)),
-            Err(_) => self.check(shared, deadline).await,
+            Err(_) => self.check(core, deadline).await,
         }
     }
 
@@ -104,7 +142,7 @@ impl Position {
     /// Waits until our entry is the oldest (or, for `Try`, says it is not).
     pub(super) async fn wait_turn(
         &self,
-        shared: &Shared,
+        core: &EtcdCore,
         lease: &Lease,
         mut view: View,
         wait: WaitMode,
@@ -123,7 +161,7 @@ impl Position {
                 return Ok(Turn::Busy);
             }
             let next =
-                self.wait_for_deletion(shared, lease, predecessor, view, &mut lease_lost, wait);
+                self.wait_for_deletion(core, lease, predecessor, view, &mut lease_lost, wait);
             match next.await? {
                 Some(next) => view = next,
                 None => return Ok(Turn::Requeue),
@@ -150,7 +188,7 @@ impl Position {
     /// [`HeldEntry::start`]: crate::held::HeldEntry::start
     async fn wait_for_deletion(
         &self,
-        shared: &Shared,
+        core: &EtcdCore,
         lease: &Lease,
         predecessor: Ahead,
         mut view: View,
@@ -158,11 +196,11 @@ impl Position {
         wait: WaitMode,
     ) -> Result<Option<View>, LockError> {
         let (mut predecessor_fired, _predecessor_watch) =
-            watch_deletion(shared, &predecessor.key, view.revision);
+            watch_deletion(core, &predecessor.key, view.revision);
         let mut second = view
             .second
             .as_ref()
-            .map(|key| watch_deletion(shared, key, view.revision));
+            .map(|key| watch_deletion(core, key, view.revision));
         loop {
             let second_fired = async {
                 match second.as_mut() {
@@ -179,34 +217,18 @@ impl Position {
             // has ended.
             let predecessor_watched =
                 !about_predecessor || matches!(event, Some(Fired::Created { .. }));
-            let deadline = shared.retry_deadline(wait);
-            let next = match event {
-                // Nothing was written since our read: nothing to check.
-                Some(Fired::Created { revision }) if revision <= view.revision => continue,
-                Some(Fired::Deleted { .. })
-                    if about_predecessor
-                        && view.second.is_none()
-                        && predecessor.lease != lease.id() =>
-                {
-                    // At the head as of `view`, and now gone: ours.
+            let ours =
+                about_predecessor && view.second.is_none() && predecessor.lease != lease.id();
+            let next = match self.after(core, &view, event, ours, wait).await? {
+                Seen::Nothing => continue,
+                // At the head as of `view`, and now gone: ours.
+                Seen::Ours => {
                     return Ok(Some(View {
                         predecessor: None,
                         ..view
-                    }));
+                    }))
                 }
-                // The watch starts at `revision`: what happened before it
-                // must be read. Or a deletion: read the queue as of it.
-                Some(Fired::Created { revision } | Fired::Deleted { revision }) => {
-                    self.check_at(shared, revision, deadline).await?
-                }
-                Some(Fired::Refused(reason)) => {
-                    return Err(LockError::Backend {
-                        message: format!("etcd refused to watch the lock queue: {reason}"),
-                        source: None,
-                    })
-                }
-                // Compacted history, or the hub went away: read afresh.
-                Some(Fired::Compacted) | None => self.check(shared, deadline).await?,
+                Seen::Read(next) => next,
             };
             let same_predecessor =
                 next.own_exists && next.predecessor.as_ref() == Some(&predecessor);
@@ -219,33 +241,79 @@ impl Position {
                 second = next
                     .second
                     .as_ref()
-                    .map(|key| watch_deletion(shared, key, next.revision));
+                    .map(|key| watch_deletion(core, key, next.revision));
             }
             view = next;
         }
     }
+
+    /// What `event`, from a watch set after `view`, tells: nothing new,
+    /// the lock ours (`deleted_is_ours`: the event is the deletion of a
+    /// predecessor that was at the head, on another lease), or the queue
+    /// as read since.
+    async fn after(
+        &self,
+        core: &EtcdCore,
+        view: &View,
+        event: Option<Fired>,
+        deleted_is_ours: bool,
+        wait: WaitMode,
+    ) -> Result<Seen, LockError> {
+        let deadline = core.retry_deadline(wait);
+        let next = match event {
+            // Nothing was written since our read: nothing to check.
+            Some(Fired::Created { revision }) if revision <= view.revision => {
+                return Ok(Seen::Nothing)
+            }
+            Some(Fired::Deleted { .. }) if deleted_is_ours => return Ok(Seen::Ours),
+            // The watch starts at `revision`: what happened before it
+            // must be read. Or a deletion: read the queue as of it.
+            Some(Fired::Created { revision } | Fired::Deleted { revision }) => {
+                self.check_at(core, revision, deadline).await?
+            }
+            Some(Fired::Refused(reason)) => {
+                return Err(LockError::Backend {
+                    message: format!("etcd refused to watch the lock queue: {reason}"),
+                    source: None,
+                })
+            }
+            // Compacted history, or the hub went away: read afresh.
+            Some(Fired::Compacted) | None => self.check(core, deadline).await?,
+        };
+        Ok(Seen::Read(next))
+    }
+}
+
+/// What an event of a watch on the entries ahead of ours tells.
+enum Seen {
+    /// Nothing was written since the latest read.
+    Nothing,
+    /// The predecessor, at the head, is gone: the lock is ours.
+    Ours,
+    /// The queue as read after the event.
+    Read(View),
 }
 
 /// A deletion watch on `key` after revision `after`, on the backend's hub,
 /// and the channel its events arrive on.
 pub(super) fn watch_deletion(
-    shared: &Shared,
+    core: &EtcdCore,
     key: &[u8],
     after: i64,
 ) -> (mpsc::UnboundedReceiver<Fired>, WatchGuard) {
     let (fired_tx, fired) = mpsc::unbounded_channel();
-    (fired, watch_deletion_into(shared, key, after, fired_tx))
+    (fired, watch_deletion_into(core, key, after, fired_tx))
 }
 
 /// A deletion watch on `key` after revision `after` whose events go to
 /// `fired` (which several watches may share).
 pub(super) fn watch_deletion_into(
-    shared: &Shared,
+    core: &EtcdCore,
     key: &[u8],
     after: i64,
     fired: mpsc::UnboundedSender<Fired>,
 ) -> WatchGuard {
-    shared.hub.watch_deletion(
+    core.hub.watch_deletion(
         key.to_vec(),
         after,
         Box::new(move |event| {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use lock_core::backend::DueQueue;
 use tokio::time::Instant;
 
-use super::Watch;
+use super::target::Watch;
 
 /// Delayed watches in the order they become due. Dropped watches leave a
 /// stale id in `due`, skipped when it comes up or reaches the front.
@@ -56,7 +56,7 @@ mod tests {
         Watch {
             key: b"k".to_vec(),
             next_revision: 1,
-            target: super::super::Target::Once(Box::new(|_| {})),
+            target: super::super::target::Target::Once(Box::new(|_| {})),
         }
     }
 

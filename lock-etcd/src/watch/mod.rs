@@ -16,6 +16,8 @@
 //! meanwhile the listener hears [`Fired::Compacted`] and must re-read.
 
 mod delayed;
+mod fired;
+mod target;
 mod task;
 mod waiters;
 
@@ -24,106 +26,14 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use etcd_client::{Event, WatchClient, WatchFilterType, WatchOptions};
+use etcd_client::WatchClient;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use delayed::Delayed;
-use waiters::Waiters;
-
-/// What a watch reports to its listener: `Created` (again after each
-/// reconnect), then at most one of the others, which end the watch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Fired {
-    /// etcd created the watch; every change after `revision` will be
-    /// reported.
-    Created {
-        /// The store's revision when the watch was created.
-        revision: i64,
-    },
-    /// The key was deleted.
-    Deleted {
-        /// The revision of the deletion.
-        revision: i64,
-    },
-    /// The history from the watch's start revision is compacted: whatever
-    /// happened to the key is unknown; read it again.
-    Compacted,
-    /// etcd refused the watch (for example: permission denied).
-    Refused(String),
-}
-
-/// Called from the hub's task with what the watch reports; must not block.
-pub(crate) type Listener = Box<dyn FnMut(Fired) + Send + Sync>;
-
-/// What a prefix watch reports: the events of each response, in the
-/// store's order, until one of the others ends the watch.
-#[derive(Debug)]
-pub(crate) enum RangeFired {
-    /// The events of one response: whole revisions, oldest first.
-    Events(Vec<Event>),
-    /// The history from the watch's start revision is compacted.
-    Compacted,
-    /// etcd refused the watch (for example: permission denied).
-    Refused(String),
-}
-
-/// Called from the hub's task with what a prefix watch reports; must not
-/// block.
-pub(crate) type RangeListener = Box<dyn FnMut(RangeFired) + Send + Sync>;
-
-/// What the hub's task is asked to do.
-enum Command {
-    /// Create this watch on the server now.
-    Add { id: i64, watch: Watch },
-    /// Add a waiter for `key`'s deletion after revision `after`, on the
-    /// key's lingering watch (see [`waiters`]).
-    Wait {
-        id: i64,
-        /// The id for the key's watch, if it must be created.
-        new_watch_id: i64,
-        key: Vec<u8>,
-        after: i64,
-        listener: Listener,
-    },
-    /// Cancel this watch, or remove this waiter.
-    Remove { id: i64 },
-    /// A delayed watch was queued while none was: set a timer.
-    Wake,
-}
-
-/// One deletion watch, as the hub's task keeps it.
-struct Watch {
-    key: Vec<u8>,
-    /// The revision to (re)start from: after the last event seen.
-    next_revision: i64,
-    target: Target,
-}
-
-/// Who hears a watch.
-enum Target {
-    /// One listener; the watch ends with the first deletion.
-    Once(Listener),
-    /// Waiters, who come and go; the watch lingers between them.
-    Waiters(Waiters),
-    /// Every event under the watch's key as a prefix, until dropped.
-    Range(RangeListener),
-}
-
-impl Watch {
-    fn options(&self, id: i64) -> WatchOptions {
-        let options = WatchOptions::new()
-            .with_start_revision(self.next_revision)
-            .with_watch_id(id);
-        match self.target {
-            // Only deletions matter; puts of a reused entry name would
-            // only be traffic.
-            Target::Waiters(_) => options.with_filters([WatchFilterType::NoPut]),
-            Target::Once(_) => options,
-            Target::Range(_) => options.with_prefix(),
-        }
-    }
-}
+pub(crate) use fired::{Fired, Listener, RangeFired, RangeListener};
+use target::{Target, Watch};
+use task::Command;
 
 /// Deletion watches over one shared, self-healing watch stream.
 #[derive(Clone)]

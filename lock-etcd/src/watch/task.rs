@@ -10,8 +10,29 @@ use tokio::sync::mpsc;
 use tokio::time::{sleep_until, Instant};
 
 use super::delayed::Delayed;
+use super::fired::{Fired, Listener, RangeFired};
+use super::target::{Target, Watch};
 use super::waiters::{WaiterIndex, Waiters, LINGER, MOST_WATCHES};
-use super::{Command, Fired, RangeFired, Target, Watch};
+
+/// What the hub's task is asked to do.
+pub(super) enum Command {
+    /// Create this watch on the server now.
+    Add { id: i64, watch: Watch },
+    /// Add a waiter for `key`'s deletion after revision `after`, on the
+    /// key's lingering watch (see [`super::waiters`]).
+    Wait {
+        id: i64,
+        /// The id for the key's watch, if it must be created.
+        new_watch_id: i64,
+        key: Vec<u8>,
+        after: i64,
+        listener: Listener,
+    },
+    /// Cancel this watch, or remove this waiter.
+    Remove { id: i64 },
+    /// A delayed watch was queued while none was: set a timer.
+    Wake,
+}
 
 /// Pause before reconnecting a broken stream: from 20 ms up to 1 s.
 const FIRST_RECONNECT: Duration = Duration::from_millis(20);
@@ -253,26 +274,7 @@ fn dispatch(
 ) -> Option<i64> {
     let id = response.watch_id();
     if response.canceled() {
-        // Also the answer to our own cancel of a removed watch: no entry.
-        let watch = watches.remove(&id)?;
-        let fired = if response.compact_revision() > 0 {
-            Fired::Compacted
-        } else {
-            Fired::Refused(response.cancel_reason().to_owned())
-        };
-        match watch.target {
-            Target::Once(mut listener) => listener(fired),
-            Target::Range(mut listener) => listener(match fired {
-                Fired::Compacted => RangeFired::Compacted,
-                _ => RangeFired::Refused(response.cancel_reason().to_owned()),
-            }),
-            Target::Waiters(waiters) => {
-                index.by_key.remove(&watch.key);
-                for waiter in waiters.end(&fired) {
-                    index.by_waiter.remove(&waiter);
-                }
-            }
-        }
+        end(&response, watches, index);
         return None;
     }
     let watch = watches.get_mut(&id)?;
@@ -322,4 +324,31 @@ fn dispatch(
         return Some(id);
     }
     None
+}
+
+/// Tells the listeners of a watch the server cancelled why it ended
+/// (history compacted, or refused), and forgets it.
+fn end(response: &WatchResponse, watches: &mut HashMap<i64, Watch>, index: &mut WaiterIndex) {
+    // Also the answer to our own cancel of a removed watch: no entry.
+    let Some(watch) = watches.remove(&response.watch_id()) else {
+        return;
+    };
+    let fired = if response.compact_revision() > 0 {
+        Fired::Compacted
+    } else {
+        Fired::Refused(response.cancel_reason().to_owned())
+    };
+    match watch.target {
+        Target::Once(mut listener) => listener(fired),
+        Target::Range(mut listener) => listener(match fired {
+            Fired::Compacted => RangeFired::Compacted,
+            _ => RangeFired::Refused(response.cancel_reason().to_owned()),
+        }),
+        Target::Waiters(waiters) => {
+            index.by_key.remove(&watch.key);
+            for waiter in waiters.end(&fired) {
+                index.by_waiter.remove(&waiter);
+            }
+        }
+    }
 }

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Fired, Listener};
+use super::fired::{Fired, Listener};
 
 /// How long a watch with no waiter left stays open.
 pub(super) const LINGER: Duration = Duration::from_secs(5);
