@@ -117,7 +117,7 @@ impl Setup {
             .arg("-c")
             .arg("umask 077; exec \"$@\"")
             .arg("sh");
-        command.arg(&self.bin).args(args);
+        command.arg(self.bin).args(args);
         command
             .current_dir("/")
             .env_remove("DISTLOCK_URL")

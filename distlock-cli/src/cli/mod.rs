@@ -1,5 +1,5 @@
 //! The command line, as clap sees it: the commands and their global
-//! options here, each subcommand's arguments in [`args`], the long help
+//! options here, each subcommand's arguments in `args`, the long help
 //! texts in `help`, and how durations are read in `durations`.
 
 mod args;
