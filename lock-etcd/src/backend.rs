@@ -8,9 +8,7 @@ use async_trait::async_trait;
 use etcd_client::{
     Compare, CompareOp, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn, TxnOp,
 };
-use lock_core::backend::Capability::{
-    Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote, Semaphores, SharedLocks,
-};
+use lock_core::backend::Capability::Remote;
 use lock_core::backend::{
     holder_stream, AcquireRequest, Acquired, Backend, Capabilities, HolderStream, Primitive,
     WaitMode,
@@ -182,15 +180,7 @@ impl Backend for EtcdBackend {
     fn capabilities(&self) -> Capabilities {
         // Locks live as long as the session lease, not each on its own:
         // no `per_lock_expiry`.
-        Capabilities::of(&[
-            Expiry,
-            ForceRelease,
-            NotifiedWakeups,
-            Fifo,
-            Remote,
-            SharedLocks,
-            Semaphores,
-        ])
+        Capabilities::QUEUEING_STORE.with(&[Remote])
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {

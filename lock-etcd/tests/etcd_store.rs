@@ -11,9 +11,7 @@ use distlock_testkit::etcd::{holder_entry, raw_client, shared_etcd_url};
 use distlock_testkit::layout::etcd_queue_prefix;
 use distlock_testkit::with_query;
 use lock_core::backend::Capabilities;
-use lock_core::backend::Capability::{
-    Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote, Semaphores, SharedLocks,
-};
+use lock_core::backend::Capability::Remote;
 use lock_core::Locker;
 
 /// Pins the flags, so none flips unnoticed: locks live as long as the
@@ -23,15 +21,7 @@ async fn etcd_declares_its_capabilities() {
     let url = shared_etcd_url().await.expect("etcd test server");
     let locker = connect(&url).await.unwrap();
     let caps = locker.capabilities();
-    let expected = Capabilities::of(&[
-        Expiry,
-        ForceRelease,
-        NotifiedWakeups,
-        Fifo,
-        Remote,
-        SharedLocks,
-        Semaphores,
-    ]);
+    let expected = Capabilities::QUEUEING_STORE.with(&[Remote]);
     assert_eq!(caps, expected);
 }
 

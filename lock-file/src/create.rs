@@ -137,17 +137,8 @@ fn create_file_shared(path: &Path, mode: u32) -> io::Result<Option<File>> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let (file, temporary) = loop {
         let temporary = temporary_name(dir, path);
-        match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&temporary)
-        {
-            Ok(file) => break (file, temporary),
-            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(error) => return Err(error),
+        if let Some(file) = create_new_private(&temporary)? {
+            break (file, temporary);
         }
     };
     let linked = file
@@ -169,6 +160,17 @@ fn create_file_shared(path: &Path, mode: u32) -> io::Result<Option<File>> {
 /// Creates the file `path` with `O_EXCL`, then gives it `mode`; `Ok(None)`
 /// if it exists.
 fn create_in_place(path: &Path, mode: u32) -> io::Result<Option<File>> {
+    let Some(file) = create_new_private(path)? else {
+        return Ok(None);
+    };
+    file.set_permissions(fs::Permissions::from_mode(mode))?;
+    Ok(Some(file))
+}
+
+/// `open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)`:
+/// a new file only its owner can open until it is given its mode;
+/// `Ok(None)` if `path` exists.
+fn create_new_private(path: &Path) -> io::Result<Option<File>> {
     match OpenOptions::new()
         .read(true)
         .write(true)
@@ -177,10 +179,7 @@ fn create_in_place(path: &Path, mode: u32) -> io::Result<Option<File>> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
     {
-        Ok(file) => {
-            file.set_permissions(fs::Permissions::from_mode(mode))?;
-            Ok(Some(file))
-        }
+        Ok(file) => Ok(Some(file)),
         Err(error) if error.kind() == io::ErrorKind::AlreadyExists => Ok(None),
         Err(error) => Err(error),
     }

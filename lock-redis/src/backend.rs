@@ -4,9 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lock_core::backend::Capability::{
-    Expiry, Fifo, ForceRelease, NotifiedWakeups, PerLockExpiry, Remote, Semaphores, SharedLocks,
-};
+use lock_core::backend::Capability::{PerLockExpiry, Remote};
 use lock_core::backend::{
     acquire_with_retries, holder_stream, AcquireRequest, Acquired, Backend, Capabilities,
     HolderStream, Primitive,
@@ -106,16 +104,7 @@ impl Backend for RedisBackend {
         // Waiters queue on the server and are handed the lock in order
         // (see `queue`); read locks and permits wait in the same kind of
         // line (see `shared`).
-        Capabilities::of(&[
-            Expiry,
-            PerLockExpiry,
-            ForceRelease,
-            NotifiedWakeups,
-            Fifo,
-            Remote,
-            SharedLocks,
-            Semaphores,
-        ])
+        Capabilities::QUEUEING_STORE.with(&[PerLockExpiry, Remote])
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {

@@ -3,9 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use lock_core::backend::Capability::{
-    Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote, Semaphores, SharedLocks,
-};
+use lock_core::backend::Capability::Remote;
 use lock_core::backend::{
     async_trait, holder_stream, AcquireRequest, Acquired, Backend, Capabilities, HoldKind,
     HolderStream, Primitive,
@@ -74,15 +72,7 @@ impl Backend for ZkBackend {
     fn capabilities(&self) -> Capabilities {
         // Locks live as long as the session, which the client keeps alive:
         // a guard that stops "renewing" keeps its lock (no per_lock_expiry).
-        Capabilities::of(&[
-            Expiry,
-            ForceRelease,
-            NotifiedWakeups,
-            Fifo,
-            Remote,
-            SharedLocks,
-            Semaphores,
-        ])
+        Capabilities::QUEUEING_STORE.with(&[Remote])
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {

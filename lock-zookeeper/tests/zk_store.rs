@@ -16,9 +16,7 @@ use distlock_testkit::zookeeper::{
     delete_holder, raw_client, shared_standalone, watchers_of, zk_url,
 };
 use lock_core::backend::Capabilities;
-use lock_core::backend::Capability::{
-    Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote, Semaphores, SharedLocks,
-};
+use lock_core::backend::Capability::Remote;
 use lock_core::Locker;
 
 /// The base path the lockers of these tests use.
@@ -69,15 +67,7 @@ impl SharedZk {
 #[tokio::test]
 async fn zookeeper_declares_its_capabilities() {
     let locker = connect("zk://127.0.0.1:1/x").await.unwrap();
-    let expected = Capabilities::of(&[
-        Expiry,
-        ForceRelease,
-        NotifiedWakeups,
-        Fifo,
-        Remote,
-        SharedLocks,
-        Semaphores,
-    ]);
+    let expected = Capabilities::QUEUEING_STORE.with(&[Remote]);
     assert_eq!(locker.capabilities(), expected);
     assert_eq!(locker.backend_name(), "zookeeper");
 }

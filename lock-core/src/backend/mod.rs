@@ -198,15 +198,19 @@ macro_rules! capabilities {
         impl Capabilities {
             /// Exactly the capabilities in `list`.
             pub const fn of(list: &[Capability]) -> Self {
-                let mut caps = Self { $($field: false,)+ };
+                Self { $($field: false,)+ }.with(list)
+            }
+
+            /// These capabilities and those in `list`.
+            pub const fn with(mut self, list: &[Capability]) -> Self {
                 let mut i = 0;
                 while i < list.len() {
                     match list[i] {
-                        $(Capability::$variant => caps.$field = true,)+
+                        $(Capability::$variant => self.$field = true,)+
                     }
                     i += 1;
                 }
-                caps
+                self
             }
         }
     };
@@ -237,6 +241,32 @@ capabilities! {
     /// Semaphores ([`HoldKind::Permit`]): at most `limit` permits held at
     /// once, the limit stored with the semaphore.
     semaphores: Semaphores,
+}
+
+impl Capabilities {
+    /// What a store offers that keeps its own queue of waiters for every
+    /// primitive: locks freed after their holder vanishes, forced
+    /// releases, waiters woken by the store in the order they asked, read
+    /// locks and semaphores. The in-memory store is this with
+    /// [`PerLockExpiry`](Capability::PerLockExpiry); etcd and ZooKeeper
+    /// (whose locks live as long as a session) are this with
+    /// [`Remote`](Capability::Remote); Redis is this with both.
+    ///
+    /// ```
+    /// use lock_core::backend::Capabilities;
+    /// let caps = Capabilities::QUEUEING_STORE;
+    /// assert!(caps.expiry && caps.force_release && caps.notified_wakeups && caps.fifo);
+    /// assert!(caps.shared_locks && caps.semaphores);
+    /// assert!(!caps.per_lock_expiry && !caps.remote);
+    /// ```
+    pub const QUEUEING_STORE: Self = Self::of(&[
+        Capability::Expiry,
+        Capability::ForceRelease,
+        Capability::NotifiedWakeups,
+        Capability::Fifo,
+        Capability::SharedLocks,
+        Capability::Semaphores,
+    ]);
 }
 
 /// Which object of a name [`Backend::holders`] lists.

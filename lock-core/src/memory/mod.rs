@@ -19,9 +19,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use tokio::sync::Notify;
 
-use crate::backend::Capability::{
-    Expiry, Fifo, ForceRelease, NotifiedWakeups, PerLockExpiry, Semaphores, SharedLocks,
-};
+use crate::backend::Capability::PerLockExpiry;
 use crate::backend::{
     holder_stream, AcquireRequest, Acquired, Backend, Capabilities, Change, HeldLock, HolderSource,
     HolderStream, Primitive, Renewal, Store as StorePlugin, WakeRegistry, WakeSubscription,
@@ -174,15 +172,7 @@ impl Backend for MemoryBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::of(&[
-            Expiry,
-            PerLockExpiry,
-            ForceRelease,
-            NotifiedWakeups,
-            Fifo,
-            SharedLocks,
-            Semaphores,
-        ])
+        Capabilities::QUEUEING_STORE.with(&[PerLockExpiry])
     }
 
     /// Grants at once when the hold fits and nobody waits ahead; else
