@@ -8,6 +8,7 @@ use std::pin::Pin;
 
 use lock_core::backend::{open_store, Store};
 use lock_core::memory::MemoryStore;
+use lock_core::url::known_stores::KnownStore;
 use lock_core::{LockError, Locker};
 
 type Connecting<'a> = Pin<Box<dyn Future<Output = Result<Locker, LockError>> + Send + 'a>>;
@@ -37,15 +38,11 @@ impl StoreEntry {
     }
 
     #[allow(dead_code)] // unused when every feature is on
-    fn missing(
-        name: &'static str,
-        feature: &'static str,
-        schemes: &'static [&'static str],
-    ) -> Self {
+    fn missing(store: KnownStore, feature: &'static str) -> Self {
         Self {
-            name,
+            name: store.name,
             feature: Some(feature),
-            schemes,
+            schemes: store.schemes,
             connect: None,
         }
     }
@@ -60,45 +57,15 @@ impl StoreEntry {
     }
 }
 
-/// Whether two scheme lists are the same, at compile time.
-#[allow(dead_code)] // unused when no optional store is compiled in
-const fn same_schemes(a: &[&str], b: &[&str]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        let (x, y) = (a[i].as_bytes(), b[i].as_bytes());
-        if x.len() != y.len() {
-            return false;
-        }
-        let mut j = 0;
-        while j < x.len() {
-            if x[j] != y[j] {
-                return false;
-            }
-            j += 1;
-        }
-        i += 1;
-    }
-    true
-}
-
-/// One optional store: its feature, plug-in, name and schemes. The schemes
-/// are written here for builds without the feature, and checked against
-/// the store's own list at compile time in builds with it.
+/// One optional store: its feature and plug-in, and its entry in
+/// [`lock_core::url::known_stores`], which builds without the feature use to
+/// name it.
 macro_rules! optional_store {
-    ($feature:literal, $store:path, $name:literal, [$($scheme:literal),+ $(,)?]) => {{
+    ($feature:literal, $store:path, $known:ident) => {{
         #[cfg(feature = $feature)]
-        let entry = {
-            const _: () = assert!(
-                same_schemes(<$store as Store>::SCHEMES, &[$($scheme),+]),
-                concat!("the schemes listed for `", $feature, "` differ from the store's")
-            );
-            StoreEntry::compiled::<$store>(Some($feature))
-        };
+        let entry = StoreEntry::compiled::<$store>(Some($feature));
         #[cfg(not(feature = $feature))]
-        let entry = StoreEntry::missing($name, $feature, &[$($scheme),+]);
+        let entry = StoreEntry::missing(lock_core::url::known_stores::$known, $feature);
         entry
     }};
 }
@@ -107,29 +74,10 @@ macro_rules! optional_store {
 pub(crate) fn stores() -> [StoreEntry; 5] {
     [
         StoreEntry::compiled::<MemoryStore>(None),
-        optional_store!("file", lock_file::FileStore, "file", ["file"]),
-        optional_store!(
-            "redis",
-            lock_redis::RedisStore,
-            "Redis",
-            [
-                "redis",
-                "rediss",
-                "redis+cluster",
-                "rediss+cluster",
-                "redlock",
-                "redlocks",
-                "redis+sentinel",
-                "rediss+sentinel"
-            ]
-        ),
-        optional_store!("etcd", lock_etcd::EtcdStore, "etcd", ["etcd", "etcds"]),
-        optional_store!(
-            "zookeeper",
-            lock_zookeeper::ZkStore,
-            "ZooKeeper",
-            ["zk", "zks"]
-        ),
+        optional_store!("file", lock_file::FileStore, FILE),
+        optional_store!("redis", lock_redis::RedisStore, REDIS),
+        optional_store!("etcd", lock_etcd::EtcdStore, ETCD),
+        optional_store!("zookeeper", lock_zookeeper::ZkStore, ZOOKEEPER),
     ]
 }
 

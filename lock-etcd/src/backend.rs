@@ -54,24 +54,40 @@ impl EtcdBackend {
 
     /// The entry at the head of `name`'s queue: key, value, token, lease.
     async fn holder(&self, name: &LockName) -> Result<Option<Head>, LockError> {
-        let oldest = GetOptions::new()
+        Ok(self.queue_entries(name, Some(1)).await?.into_iter().next())
+    }
+
+    /// The first `limit` entries of `name`'s queue (all without a limit),
+    /// oldest first.
+    async fn queue_entries(
+        &self,
+        name: &LockName,
+        limit: Option<i64>,
+    ) -> Result<Vec<Head>, LockError> {
+        let mut oldest_first = GetOptions::new()
             .with_prefix()
-            .with_sort(SortTarget::Create, SortOrder::Ascend)
-            .with_limit(1);
+            .with_sort(SortTarget::Create, SortOrder::Ascend);
+        if let Some(limit) = limit {
+            oldest_first = oldest_first.with_limit(limit);
+        }
         let prefix = keys::queue_prefix(name);
         let deadline = self.core.retry_deadline(WaitMode::Try);
         let response = with_retries(deadline, "cannot read the lock queue", || {
             let mut kv = self.core.client.kv_client();
-            let (prefix, oldest) = (prefix.clone(), oldest.clone());
-            async move { kv.get(prefix, Some(oldest)).await }
+            let (prefix, oldest_first) = (prefix.clone(), oldest_first.clone());
+            async move { kv.get(prefix, Some(oldest_first)).await }
         })
         .await?;
-        Ok(response.kvs().first().map(|kv| Head {
-            key: kv.key().to_vec(),
-            value: kv.value().to_vec(),
-            token: kv.create_revision(),
-            lease: kv.lease(),
-        }))
+        Ok(response
+            .kvs()
+            .iter()
+            .map(|kv| Head {
+                key: kv.key().to_vec(),
+                value: kv.value().to_vec(),
+                token: kv.create_revision(),
+                lease: kv.lease(),
+            })
+            .collect())
     }
 }
 
@@ -130,23 +146,7 @@ impl EtcdBackend {
     /// The entries holding `name`'s lock: the head of the queue if it is a
     /// writer's, else the readers' entries before the first writer's.
     async fn holding(&self, name: &LockName) -> Result<Vec<Head>, LockError> {
-        let all = GetOptions::new()
-            .with_prefix()
-            .with_sort(SortTarget::Create, SortOrder::Ascend);
-        let prefix = keys::queue_prefix(name);
-        let deadline = self.core.retry_deadline(WaitMode::Try);
-        let response = with_retries(deadline, "cannot read the lock queue", || {
-            let mut kv = self.core.client.kv_client();
-            let (prefix, all) = (prefix.clone(), all.clone());
-            async move { kv.get(prefix, Some(all)).await }
-        })
-        .await?;
-        let heads = response.kvs().iter().map(|kv| Head {
-            key: kv.key().to_vec(),
-            value: kv.value().to_vec(),
-            token: kv.create_revision(),
-            lease: kv.lease(),
-        });
+        let heads = self.queue_entries(name, None).await?;
         let mut holding = Vec::new();
         for head in heads {
             let reader = keys::is_reader(&head.key);

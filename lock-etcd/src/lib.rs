@@ -23,7 +23,7 @@ mod watch;
 use std::sync::Arc;
 
 use lock_core::backend::{Backend, Store};
-use lock_core::url::StoreUrl;
+use lock_core::url::{known_stores, StoreUrl};
 use lock_core::LockError;
 
 pub use backend::EtcdBackend;
@@ -35,8 +35,8 @@ pub use config::{EtcdConfig, DEFAULT_PORT, DEFAULT_RESPONSE_TIMEOUT};
 pub struct EtcdStore;
 
 impl Store for EtcdStore {
-    const NAME: &'static str = "etcd";
-    const SCHEMES: &'static [&'static str] = &["etcd", "etcds"];
+    const NAME: &'static str = known_stores::ETCD.name;
+    const SCHEMES: &'static [&'static str] = known_stores::ETCD.schemes;
     type Config = EtcdConfig;
 
     fn config(url: &mut StoreUrl) -> Result<EtcdConfig, LockError> {

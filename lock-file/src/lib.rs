@@ -31,7 +31,7 @@ mod watch;
 use std::sync::Arc;
 
 use lock_core::backend::{Backend, Store};
-use lock_core::url::StoreUrl;
+use lock_core::url::{known_stores, StoreUrl};
 use lock_core::LockError;
 
 pub use backend::{FileBackend, POLL_CAP, POLL_INITIAL};
@@ -48,8 +48,8 @@ pub use watch::{SETTLE, WATCH_POLL_INTERVAL};
 pub struct FileStore;
 
 impl Store for FileStore {
-    const NAME: &'static str = "file";
-    const SCHEMES: &'static [&'static str] = &[FILE_SCHEME];
+    const NAME: &'static str = known_stores::FILE.name;
+    const SCHEMES: &'static [&'static str] = known_stores::FILE.schemes;
     type Config = FileConfig;
 
     fn config(url: &mut StoreUrl) -> Result<FileConfig, LockError> {

@@ -150,14 +150,8 @@ impl Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::tests::hash_tag;
     use redis::cluster_routing::{Route, SlotAddr};
-
-    /// The hash tag of `key`, as Redis Cluster finds it.
-    fn tag_of(key: &str) -> &str {
-        let open = key.find('{').unwrap();
-        let close = key[open + 1..].find('}').unwrap() + open + 1;
-        &key[open + 1..close]
-    }
 
     #[test]
     fn crc16_is_redis_clusters() {
@@ -170,7 +164,7 @@ mod tests {
             "distlock:{ns:%c000123}:token",
         ] {
             let ours = match key.find('{').zip(key.find('}')) {
-                Some((open, close)) if close > open + 1 => slot_of_tag(tag_of(key).as_bytes()),
+                Some((open, close)) if close > open + 1 => slot_of_tag(hash_tag(key).as_bytes()),
                 _ => slot_of_tag(key.as_bytes()),
             };
             assert_eq!(
@@ -219,7 +213,7 @@ mod tests {
             Counters::PerSlot.push_name(&mut name, &tag, 3);
             assert!(name.starts_with("distlock:{ns:%c") && name.ends_with("}:token"));
             assert_eq!(
-                slot_of_tag(tag_of(&name).as_bytes()),
+                slot_of_tag(hash_tag(&name).as_bytes()),
                 slot_of_tag(tag.as_bytes())
             );
             let mut single = String::new();

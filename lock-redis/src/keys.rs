@@ -256,7 +256,7 @@ fn encode_into(out: &mut String, text: &str) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::counter::slot_of_tag;
     use lock_core::{LockKey, Namespace};
@@ -271,7 +271,7 @@ mod tests {
 
     /// The hash tag as Redis Cluster computes it: between the first `{`
     /// and the next `}`.
-    fn hash_tag(key: &str) -> &str {
+    pub(crate) fn hash_tag(key: &str) -> &str {
         let open = key.find('{').unwrap();
         let close = key[open + 1..].find('}').unwrap() + open + 1;
         &key[open + 1..close]

@@ -37,7 +37,7 @@ mod watch;
 use std::sync::Arc;
 
 use lock_core::backend::{Backend, Store};
-use lock_core::url::StoreUrl;
+use lock_core::url::{known_stores, StoreUrl};
 use lock_core::LockError;
 
 pub use backend::RedisBackend;
@@ -56,17 +56,8 @@ pub use redlock::RedlockBackend;
 pub struct RedisStore;
 
 impl Store for RedisStore {
-    const NAME: &'static str = "Redis";
-    const SCHEMES: &'static [&'static str] = &[
-        "redis",
-        "rediss",
-        "redis+cluster",
-        "rediss+cluster",
-        "redlock",
-        "redlocks",
-        "redis+sentinel",
-        "rediss+sentinel",
-    ];
+    const NAME: &'static str = known_stores::REDIS.name;
+    const SCHEMES: &'static [&'static str] = known_stores::REDIS.schemes;
     type Config = RedisConfig;
 
     fn config(url: &mut StoreUrl) -> Result<RedisConfig, LockError> {

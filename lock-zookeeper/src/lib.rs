@@ -34,7 +34,7 @@ mod watch;
 use std::sync::Arc;
 
 use lock_core::backend::{Backend, Store};
-use lock_core::url::StoreUrl;
+use lock_core::url::{known_stores, StoreUrl};
 use lock_core::LockError;
 
 pub use backend::ZkBackend;
@@ -48,8 +48,8 @@ pub use names::DEFAULT_BASE;
 pub struct ZkStore;
 
 impl Store for ZkStore {
-    const NAME: &'static str = "ZooKeeper";
-    const SCHEMES: &'static [&'static str] = &["zk", "zks"];
+    const NAME: &'static str = known_stores::ZOOKEEPER.name;
+    const SCHEMES: &'static [&'static str] = known_stores::ZOOKEEPER.schemes;
     type Config = ZkConfig;
 
     fn config(url: &mut StoreUrl) -> Result<ZkConfig, LockError> {

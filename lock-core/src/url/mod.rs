@@ -18,6 +18,7 @@
 //! `Display`.
 
 mod credentials;
+pub mod known_stores;
 mod lock_url;
 mod options;
 mod redact;
