@@ -34,11 +34,23 @@ fn only_changes_to_the_lock_file_or_its_directory_count() {
     assert_eq!(relevance(&rescan, path, dir), Relevance::Rearm);
 }
 
-/// A backend on `dir`, and the state a watch of it keeps.
-fn opened(dir: &Path) -> (crate::FileBackend, FileCore) {
+/// A locker on `dir` in namespace `ns`, a watch of its lock `k` (by
+/// events, or `polling`), and the lock file's path.
+fn watched_lock(dir: &Path, polling: bool) -> (lock_core::Locker, FileWatch, PathBuf) {
     let config = crate::FileConfig::new(dir);
     let backend = crate::FileBackend::open(config.clone()).unwrap();
-    (backend, FileCore::open(config).unwrap())
+    let core = FileCore::open(config).unwrap();
+    let name = lock_core::LockName::parse("ns", "k").unwrap();
+    let path = backend.lock_path(&name);
+    let locks = lock_core::Locker::new(Arc::new(backend), Default::default())
+        .with_namespace("ns")
+        .unwrap();
+    let watch = if polling {
+        FileWatch::polling(core, path.clone())
+    } else {
+        FileWatch::new(core, path.clone())
+    };
+    (locks, watch, path)
 }
 
 /// The next state `watch` reads after a change, within `within`.
@@ -58,13 +70,7 @@ async fn next_state(watch: &mut FileWatch, within: Duration) -> Option<LockInfo>
 async fn a_holder_seen_to_go_is_not_reported_again_while_the_next_one_writes() {
     use std::os::unix::fs::{FileExt, PermissionsExt};
     let dir = tempfile::tempdir().unwrap();
-    let (backend, core) = opened(dir.path());
-    let name = lock_core::LockName::parse("ns", "k").unwrap();
-    let path = backend.lock_path(&name);
-    let locks = lock_core::Locker::new(Arc::new(backend), Default::default())
-        .with_namespace("ns")
-        .unwrap();
-    let mut watch = FileWatch::new(core, path.clone());
+    let (locks, mut watch, path) = watched_lock(dir.path(), false);
     assert_eq!(watch.read().await.unwrap(), None);
     let guard = locks.lock("k").await.unwrap();
     let first = guard.token();
@@ -112,13 +118,7 @@ async fn a_holder_seen_to_go_is_not_reported_again_while_the_next_one_writes() {
 #[tokio::test]
 async fn the_polling_fallback_sees_acquire_value_change_and_release() {
     let dir = tempfile::tempdir().unwrap();
-    let (backend, core) = opened(dir.path());
-    let name = lock_core::LockName::parse("ns", "k").unwrap();
-    let path = backend.lock_path(&name);
-    let locks = lock_core::Locker::new(Arc::new(backend), Default::default())
-        .with_namespace("ns")
-        .unwrap();
-    let mut watch = FileWatch::polling(core, path);
+    let (locks, mut watch, _) = watched_lock(dir.path(), true);
     assert_eq!(watch.read().await.unwrap(), None);
     assert!(!watch.sees_closes);
     let within = WATCH_POLL_INTERVAL * 20;
