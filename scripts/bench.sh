@@ -10,6 +10,10 @@
 #                                            # HOLD= (empty) skips it
 #   WARMUP=5s                                # unreported warm-up per server (default);
 #                                            # WARMUP=0 skips it
+#   BASELINE=/path/to/other/distlock         # each run also with another build of
+#                                            # the command, right after ours, on the
+#                                            # same servers (a before/after comparison
+#                                            # within one run)
 #
 # Backends (default: all but redis-sentinel, in this order):
 #   file           file:// in a temp dir
@@ -47,7 +51,12 @@ BACKENDS=${BACKENDS:-file mem redis redis-cluster redlock etcd zookeeper}
 HOLD=${HOLD-1000 10000}
 HOLD_FOR=${HOLD_FOR:-10s}
 WARMUP=${WARMUP:-5s}
+BASELINE=${BASELINE:-}
 extra=("$@")
+if [[ -n $BASELINE && ! -x $BASELINE ]]; then
+    echo "bench.sh: BASELINE '$BASELINE' is not an executable file" >&2
+    exit 2
+fi
 
 # Timeouts a benchmark on a loaded 2-core machine will not trip (the
 # tests use 500 ms to 2 s so that an unreachable server fails fast). The
@@ -133,6 +142,11 @@ run() {
     local label=$1 url=$2 keys=$3
     printf '\n=== %s, %s clients, %s key(s), %s ===\n' "$label" "$CLIENTS" "$keys" "$DURATION"
     "$bin" --url "$url" bench --clients "$CLIENTS" --keys "$keys" --duration "$DURATION" "${extra[@]}"
+    if [[ -n $BASELINE ]]; then
+        printf '\n=== %s, %s clients, %s key(s), %s, baseline %s ===\n' \
+            "$label" "$CLIENTS" "$keys" "$DURATION" "$BASELINE"
+        "$BASELINE" --url "$url" bench --clients "$CLIENTS" --keys "$keys" --duration "$DURATION" "${extra[@]}"
+    fi
 }
 
 if [[ $WARMUP != 0 ]]; then

@@ -9,7 +9,8 @@ use distlock::file::FileStore;
 use distlock::redis::RedisStore;
 use distlock::zookeeper::ZkStore;
 use lock_core::backend::Store;
-use lock_core::url::{parse, redact};
+use lock_core::open::parse;
+use lock_core::url::redact;
 use proptest::prelude::*;
 
 /// Cases per property and store.

@@ -57,13 +57,13 @@ impl Raw {
     async fn open(url: &str) -> Self {
         #[cfg(feature = "etcd")]
         if url.starts_with("etcd") {
-            let config = lock_core::url::parse::<lock_etcd::EtcdStore>(url)
+            let config = lock_core::open::parse::<lock_etcd::EtcdStore>(url)
                 .expect("an etcd URL")
                 .config;
             let client = config.connect().await.expect("an etcd client");
             return Self::Etcd(Box::new(client.kv_client()));
         }
-        let config = lock_core::url::parse::<lock_redis::RedisStore>(url)
+        let config = lock_core::open::parse::<lock_redis::RedisStore>(url)
             .expect("a Redis URL (or an etcd URL with the etcd feature)")
             .config;
         let raw = config

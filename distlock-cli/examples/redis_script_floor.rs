@@ -93,7 +93,7 @@ struct Client {
 
 impl Client {
     async fn open(url: &str, index: usize, run: &str, names: Arc<Names>) -> Self {
-        let config = lock_core::url::parse::<lock_redis::RedisStore>(url)
+        let config = lock_core::open::parse::<lock_redis::RedisStore>(url)
             .expect("a redis:// URL")
             .config;
         let mut raw = config

@@ -1,5 +1,5 @@
 //! How a store reads its lock URLs, for the store's own config tests: the
-//! URL goes through [`lock_core::url::parse`], the path `connect` takes.
+//! URL goes through [`lock_core::open::parse`], the path `connect` takes.
 //!
 //! ```
 //! use distlock_testkit::store_config::{url_config, url_refused};
@@ -21,7 +21,7 @@ use lock_core::LockError;
 ///
 /// If `url` is refused, with the error and the URL.
 pub fn url_config<S: Store>(url: &str) -> S::Config {
-    lock_core::url::parse::<S>(url)
+    lock_core::open::parse::<S>(url)
         .unwrap_or_else(|error| panic!("{url}: refused: {error}"))
         .config
 }
@@ -34,7 +34,7 @@ pub fn url_config<S: Store>(url: &str) -> S::Config {
 /// If `url` is accepted or refused with another kind of error, naming the
 /// URL.
 pub fn url_refused<S: Store>(url: &str) -> String {
-    invalid_config(url, lock_core::url::parse::<S>(url))
+    invalid_config(url, lock_core::open::parse::<S>(url))
 }
 
 /// The reason of the [`InvalidConfig`](LockError::InvalidConfig) error in

@@ -6,8 +6,9 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use lock_core::backend::{open_store, Store};
+use lock_core::backend::Store;
 use lock_core::memory::MemoryStore;
+use lock_core::open::open_store;
 use lock_core::url::known_stores::KnownStore;
 use lock_core::{LockError, Locker};
 

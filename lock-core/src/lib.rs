@@ -61,7 +61,7 @@ mod locker_core;
 mod loss;
 mod loss_reason;
 pub mod memory;
-mod open;
+pub mod open;
 mod options;
 mod owner;
 mod renewal;

@@ -4,8 +4,8 @@
 //!
 //! This module sits above both the plug-in trait (`backend`) and the URL
 //! readers (`url`), which know nothing of each other's callers; the
-//! public paths are `lock_core::url::parse` and
-//! `lock_core::backend::open_store`.
+//! public paths are `lock_core::open::parse` and
+//! `lock_core::open::open_store`.
 
 use crate::backend::Store;
 use crate::error::LockError;

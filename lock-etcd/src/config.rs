@@ -58,7 +58,7 @@ impl EtcdConfig {
     }
 
     /// Reads an `etcd://` or `etcds://` URL; called through
-    /// `lock_core::url::parse`.
+    /// `lock_core::open::parse`.
     pub(crate) fn from_url(url: &mut StoreUrl) -> Result<Self, LockError> {
         let hosts = url.hosts_with_port(DEFAULT_PORT)?;
         if !matches!(url.path(), "" | "/") {

@@ -40,7 +40,7 @@ impl FileConfig {
     /// Reads a `file:///absolute/dir` URL (percent-decoded path; host empty
     /// or `localhost`) and takes this store's options (`fsync`,
     /// `check_interval`); called by [`FileStore`](crate::FileStore)
-    /// through `lock_core::url::parse`.
+    /// through `lock_core::open::parse`.
     ///
     /// Fails with [`LockError::InvalidConfig`] naming the problem: another
     /// scheme, a host (as in the relative-looking `file://dir`), user info,

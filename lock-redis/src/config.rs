@@ -113,7 +113,7 @@ impl RedisConfig {
     }
 
     /// Reads a URL of one of [`RedisStore`](crate::RedisStore)'s schemes;
-    /// called through `lock_core::url::parse`.
+    /// called through `lock_core::open::parse`.
     pub(crate) fn from_url(url: &mut StoreUrl) -> Result<Self, LockError> {
         let topology = Topology::of_scheme(url.scheme());
         let default_port = match topology {

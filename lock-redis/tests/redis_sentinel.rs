@@ -272,7 +272,7 @@ async fn rediss_sentinel_reaches_sentinels_and_master_over_tls() {
         tokio::spawn(async move { locker.lock_with("k", options).await })
     };
     // Looked at over TLS too, on the master the sentinels name.
-    let config = lock_core::url::parse::<RedisStore>(&url(&pki.ca))
+    let config = lock_core::open::parse::<RedisStore>(&url(&pki.ca))
         .unwrap()
         .config;
     let (_, master) = config.sentinel_master().await.unwrap();

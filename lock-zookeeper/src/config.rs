@@ -84,7 +84,7 @@ impl ZkConfig {
     }
 
     /// Reads a `zk://` or `zks://` URL; called through
-    /// `lock_core::url::parse`. The session timeout defaults to the `ttl`.
+    /// `lock_core::open::parse`. The session timeout defaults to the `ttl`.
     pub(crate) fn from_url(url: &mut StoreUrl) -> Result<Self, LockError> {
         let hosts = url.hosts_with_port(DEFAULT_PORT)?;
         let session_timeout = url

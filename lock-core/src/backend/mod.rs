@@ -71,7 +71,6 @@ use crate::token::FencingToken;
 
 pub use crate::error::BoxError;
 pub use crate::loss::{loss_channel, LossReporter};
-pub use crate::open::open_store;
 /// Re-exported so store crates and the conformance macro name one version.
 pub use async_trait::async_trait;
 pub use backoff::{Backoff, Delays};

@@ -2,8 +2,8 @@
 //!
 //! Reading a URL with a store and opening it are in `crate::open`, above
 //! both this trait and the URL readers; they are re-exported as
-//! [`open_store`](crate::backend::open_store) and
-//! [`url::parse`](crate::url::parse).
+//! [`open_store`](crate::open::open_store) and
+//! [`url::parse`](crate::open::parse).
 
 use std::fmt;
 use std::future::Future;
@@ -19,12 +19,13 @@ use crate::url::StoreUrl;
 /// ones by scheme.
 ///
 /// ```
-/// use lock_core::backend::{open_store, Store};
+/// use lock_core::backend::Store;
+/// use lock_core::open::open_store;
 /// use lock_core::memory::MemoryStore;
 ///
 /// # async fn demo() -> Result<(), lock_core::LockError> {
 /// assert_eq!(MemoryStore::SCHEMES, ["mem"]);
-/// let config = lock_core::url::parse::<MemoryStore>("mem://jobs?ttl=5s")?.config;
+/// let config = lock_core::open::parse::<MemoryStore>("mem://jobs?ttl=5s")?.config;
 /// assert_eq!(config.name, "jobs");
 /// let locks = open_store::<MemoryStore>("mem://jobs?ttl=5s").await?;
 /// assert_eq!(locks.options().ttl, std::time::Duration::from_secs(5));
@@ -53,7 +54,7 @@ pub trait Store: 'static {
     /// refused afterwards). Errors are [`LockError::InvalidConfig`] and never
     /// show credentials (quote [`StoreUrl::shown`]).
     ///
-    /// Called through [`crate::url::parse`], never directly, so that every
+    /// Called through [`crate::open::parse`], never directly, so that every
     /// store reads its URL the same way.
     fn config(url: &mut StoreUrl) -> Result<Self::Config, LockError>;
 

@@ -387,7 +387,7 @@ mod tests {
 
     #[test]
     fn url_forms() {
-        let parse = |u: &str| crate::url::parse::<MemoryStore>(u).map(|p| p.config.name);
+        let parse = |u: &str| crate::open::parse::<MemoryStore>(u).map(|p| p.config.name);
         assert_eq!(parse("mem://").unwrap(), "default");
         assert_eq!(parse("mem://jobs").unwrap(), "jobs");
         assert!(parse("mem://jobs/extra").is_err());

@@ -1,7 +1,8 @@
 //! Lock URLs: parsing, option names, credentials, TLS files and the one
 //! redaction function.
 //!
-//! A store reads its URL through [`parse`], which every store shares:
+//! A store reads its URL through [`parse`](crate::open::parse), which every
+//! store shares:
 //!
 //! 1. the text is split (host lists, which the `url` crate rejects,
 //!    included) and the scheme checked to be the store's;
@@ -25,7 +26,6 @@ mod redact;
 mod store_url;
 mod tls;
 
-pub use crate::open::parse;
 pub use credentials::{Secret, UrlCredentials};
 pub use lock_url::{scheme_of, HostPort};
 pub use options::{parse_duration, CommonOptions, UrlOptions};

@@ -1,5 +1,5 @@
 //! [`StoreUrl`]: a lock URL as a store's config reads it, and [`Parsed`],
-//! what reading it gave. [`parse`](crate::url::parse) drives both.
+//! what reading it gave. [`parse`](crate::open::parse) drives both.
 
 use std::path::Path;
 use std::time::Duration;
@@ -19,7 +19,7 @@ use crate::options::LockerOptions;
 /// The option giving how long one request to the store may take.
 pub const RESPONSE_TIMEOUT: &str = "response_timeout";
 
-/// What [`parse`](crate::url::parse) read from a lock URL: the store's settings and the
+/// What [`parse`](crate::open::parse) read from a lock URL: the store's settings and the
 /// locker's.
 #[derive(Clone, Debug)]
 pub struct Parsed<C> {

@@ -1,6 +1,6 @@
 //! What the tests of this crate share.
 
-use lock_core::backend::open_store;
+use lock_core::open::open_store;
 use lock_core::{LockError, Locker};
 use lock_etcd::EtcdStore;
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use distlock_testkit::redis::TEST_TIMEOUTS;
 use distlock_testkit::{Server, ServerSpec};
-use lock_core::backend::open_store;
+use lock_core::open::open_store;
 use lock_core::{LockError, LockInfo, Locker};
 use lock_redis::RedisStore;
 

@@ -98,7 +98,7 @@ impl Deployment {
     /// A raw connection that routes keyed commands as the store does.
     async fn raw(&self) -> Raw {
         if self.cluster {
-            let config = lock_core::url::parse::<RedisStore>(&self.url)
+            let config = lock_core::open::parse::<RedisStore>(&self.url)
                 .unwrap()
                 .config;
             Raw::Cluster(config.cluster_connection().await.unwrap())

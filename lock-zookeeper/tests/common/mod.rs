@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use distlock_testkit::shared_server;
 use distlock_testkit::zookeeper::standalone_spec;
-use lock_core::backend::open_store;
+use lock_core::open::open_store;
 use lock_core::{LockError, LockGuard, LockInfo, Locker};
 use lock_zookeeper::ZkStore;
 use tokio::task::JoinHandle;

@@ -14,7 +14,7 @@ use super::{escape, taken, Floor, FloorProbe, PAYLOAD};
 
 /// The floor of an etcd URL, on a client set up as the store's.
 pub(super) async fn open(url: &str) -> Result<Floor, LockError> {
-    let config = lock_core::url::parse::<EtcdStore>(url)?.config;
+    let config = lock_core::open::parse::<EtcdStore>(url)?.config;
     let client = config.connect().await?;
     Ok(Box::new(EtcdFloor { client }))
 }

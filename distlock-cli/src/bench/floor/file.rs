@@ -19,7 +19,7 @@ const FLOOR_DIR: &str = "bench+floor";
 
 /// The floor of a `file://` URL.
 pub(super) fn open(url: &str) -> Result<Floor, LockError> {
-    let dir = lock_core::url::parse::<FileStore>(url)?.config.dir;
+    let dir = lock_core::open::parse::<FileStore>(url)?.config.dir;
     Ok(Box::new(FileFloor {
         dir: dir.join(FLOOR_DIR),
     }))

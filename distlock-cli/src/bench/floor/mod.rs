@@ -3,7 +3,7 @@
 //! library as the store crate and none of distlock's machinery, on a
 //! connection of the floor's own.
 //!
-//! Each floor reads the URL through `lock_core::url::parse` into its
+//! Each floor reads the URL through `lock_core::open::parse` into its
 //! store's public config and opens its client with that config's own
 //! connect method (`RedisConfig::connection_manager` and
 //! `cluster_connection`, `EtcdConfig::connect`, `ZkConfig::connect`), so

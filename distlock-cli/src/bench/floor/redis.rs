@@ -22,7 +22,7 @@ const FLOOR_TTL_MS: u64 = 10_000;
 
 /// The floor of a Redis URL, with the store's connection settings.
 pub(super) async fn open(url: &str) -> Result<Floor, LockError> {
-    let config = lock_core::url::parse::<RedisStore>(url)?.config;
+    let config = lock_core::open::parse::<RedisStore>(url)?.config;
     let conns = match config.topology {
         Topology::Single | Topology::Redlock => config
             .nodes

@@ -18,7 +18,7 @@ const FLOOR_DIR: &str = "bench+floor";
 
 /// The floor of a `zk://` or `zks://` URL.
 pub(super) async fn open(url: &str) -> Result<Floor, LockError> {
-    let config = lock_core::url::parse::<ZkStore>(url)?.config;
+    let config = lock_core::open::parse::<ZkStore>(url)?.config;
     Ok(Box::new(ZkFloor {
         client: config.connect().await?,
         dir: floor_dir(&config),
@@ -123,7 +123,7 @@ mod tests {
 
     #[test]
     fn the_floor_directory_is_no_lock_directory() {
-        let config = lock_core::url::parse::<ZkStore>("zk://h/apps")
+        let config = lock_core::open::parse::<ZkStore>("zk://h/apps")
             .unwrap()
             .config;
         assert_eq!(floor_dir(&config), "/apps/bench+floor");
