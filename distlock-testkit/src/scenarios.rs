@@ -2,6 +2,8 @@
 //! set up their servers and lockers, then run the scenario, so what is
 //! checked is written once.
 
+pub mod lost_reply;
+
 use std::time::Duration;
 
 use lock_core::{LockOptions, Locker};
