@@ -8,7 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::connect;
-use distlock_testkit::etcd::raw_client;
+use distlock_testkit::etcd::{keys_under, raw_client};
+use distlock_testkit::layout::etcd_queue_prefix;
 use distlock_testkit::scenarios::lost_reply::{lost_reply, GiveUp, LostReply, LostReplyStore};
 use lock_core::Locker;
 use servers::{single_member, url_for};
@@ -94,11 +95,8 @@ impl LostReplyStore for EtcdRecords {
 
     /// The entries in the key's queue.
     async fn kept(&self, key: &str) -> usize {
-        let queue = distlock_testkit::layout::etcd_queue_prefix(&self.locker.name(key).unwrap());
-        let count_only = etcd_client::GetOptions::new()
-            .with_prefix()
-            .with_count_only();
-        let found = self.raw.kv_client().get(queue, Some(count_only)).await;
-        usize::try_from(found.unwrap().count()).unwrap()
+        let queue = etcd_queue_prefix(&self.locker.name(key).unwrap());
+        let entries = keys_under(&self.raw, &queue).await.unwrap();
+        usize::try_from(entries).unwrap()
     }
 }
