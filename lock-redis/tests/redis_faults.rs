@@ -127,11 +127,14 @@ async fn added_latency_keeps_locks_working_and_renewed() {
 
 // ------------------------------------------------------------ holder processes
 
-/// A lock holder in another process, reporting on its stdout: see
-/// [`holder_process_helper`].
-async fn holder(addr: impl std::fmt::Display, namespace: &str) -> Helper {
+/// A lock holder in another process, reporting on its stdout (see
+/// [`holder_process_helper`]), once it holds: with its token.
+async fn holder(addr: impl std::fmt::Display, namespace: &str) -> (Helper, u64) {
     let url = server_url(addr, namespace, TTL);
-    Helper::start("the holder", "holder_process_helper", HOLDER_URL_VAR, url).await
+    let mut holder =
+        Helper::start("the holder", "holder_process_helper", HOLDER_URL_VAR, url).await;
+    let held = holder.expect("HELD", Duration::from_secs(20)).await;
+    (holder, held.parse().unwrap())
 }
 
 /// Not a test: run by [`holder`] in a child process. Takes lock `k`, says
@@ -154,12 +157,7 @@ async fn holder_process_helper() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_holder_process_frees_the_lock_after_the_ttl() {
     let server = server("redis-sigkill").await;
-    let mut holder = holder(server.addr(), "sigkill").await;
-    let held: u64 = holder
-        .expect("HELD", Duration::from_secs(20))
-        .await
-        .parse()
-        .unwrap();
+    let (holder, held) = holder(server.addr(), "sigkill").await;
     let other = locker(server.addr(), "sigkill").await;
     assert!(
         other.try_lock("k").await.unwrap().is_none(),
@@ -195,12 +193,7 @@ async fn killed_holder_process_frees_the_lock_after_the_ttl() {
 async fn frozen_holder_is_fenced_off_and_told_after_it_resumes() {
     let server = server("redis-sigstop").await;
     let resource = FencedResource::new();
-    let mut holder = holder(server.addr(), "sigstop").await;
-    let old_token: u64 = holder
-        .expect("HELD", Duration::from_secs(20))
-        .await
-        .parse()
-        .unwrap();
+    let (mut holder, old_token) = holder(server.addr(), "sigstop").await;
     resource.write(old_token, "from the first holder").unwrap();
     holder.signal(libc::SIGSTOP);
     let other = locker(server.addr(), "sigstop").await;
