@@ -41,7 +41,7 @@ pub use proxy::FaultProxy;
 pub use server::Server;
 pub use shared::shared_server;
 pub use signals::{pause_group, resume_group, signal_group};
-pub use spawner::{spawn_child, spawn_child_blocking};
+pub use spawner::{spawn_child, spawn_child_blocking, this_binary_running};
 pub use spec::{ServerContext, ServerSpec, DEFAULT_READY_TIMEOUT};
 pub use states::{assert_lost, next_state, next_states};
 pub use url::{loopback_hosts, replace_hosts, url_hosts, with_query};

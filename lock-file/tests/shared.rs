@@ -9,6 +9,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::locker;
+use distlock_testkit::this_binary_running;
 use lock_core::{HoldKind, LockOptions};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -36,8 +37,8 @@ async fn helper_shared_holder_process() {
 #[tokio::test]
 async fn a_killed_processs_read_lock_and_permit_come_back() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "helper_shared_holder_process", "--nocapture"])
+    let command = this_binary_running("helper_shared_holder_process");
+    let mut child = tokio::process::Command::from(command)
         .env(HELPER_DIR, dir.path())
         .stdout(Stdio::piped())
         .kill_on_drop(true)

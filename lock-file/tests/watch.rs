@@ -10,6 +10,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{locker, TempStore};
+use distlock_testkit::this_binary_running;
 use distlock_testkit::wait::eventually;
 use lock_core::{HolderWatch, LockInfo, LockOptions, Locker};
 use lock_file::SETTLE;
@@ -102,13 +103,7 @@ async fn helper_holder_process() {
 /// This test binary, run as [`helper_holder_process`] on `dir`, once it
 /// holds the lock: the child and its token.
 async fn spawn_holder(dir: &Path) -> (Child, Lines<BufReader<ChildStdout>>, u64) {
-    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "helper_holder_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = tokio::process::Command::from(this_binary_running("helper_holder_process"))
         .env(HELPER_DIR, dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

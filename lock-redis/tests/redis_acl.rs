@@ -11,6 +11,7 @@ use common::{connect, raw_redis};
 use distlock_testkit::redis::shared_redis_url;
 use distlock_testkit::refusals::{assert_refused, Refused};
 use distlock_testkit::scenarios::hand_over;
+use lock_core::Locker;
 
 /// The commands distlock needs: scripts, the pub/sub channels of
 /// hand-offs and watches (`&*`), reads and writes of its keys; no
@@ -51,11 +52,18 @@ async fn url_as(user: &str, password: &str, namespace: &str) -> String {
     format!("redis://{user}:{password}@{host}/?namespace={namespace}&connect_timeout=1s&response_timeout=1s")
 }
 
+/// Makes `user` (password `pw-<user>`) with [`LOCK_RIGHTS`] on the keys
+/// matching `keys`, and opens two lockers as `user` in `namespace`.
+async fn lockers_with_lock_rights(user: &str, keys: &str, namespace: &str) -> (Locker, Locker) {
+    let password = format!("pw-{user}");
+    acl_user(user, &password, keys, LOCK_RIGHTS).await;
+    let url = url_as(user, &password, namespace).await;
+    (connect(&url).await.unwrap(), connect(&url).await.unwrap())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_with_the_needed_rights_takes_and_hands_over_locks() {
-    acl_user("locks", "pw-locks", "*", LOCK_RIGHTS).await;
-    let url = url_as("locks", "pw-locks", "acl-ok").await;
-    let (a, b) = (connect(&url).await.unwrap(), connect(&url).await.unwrap());
+    let (a, b) = lockers_with_lock_rights("locks", "*", "acl-ok").await;
     hand_over(&a, &b, "k").await;
 }
 
@@ -101,9 +109,7 @@ async fn a_command_denied_inside_a_script_is_a_clear_error_too() {
 /// once in another namespace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_confined_to_a_namespace_locks_there_and_nowhere_else() {
-    acl_user("tenant", "pw-tenant", "distlock:{acl-tenant:*", LOCK_RIGHTS).await;
-    let own = url_as("tenant", "pw-tenant", "acl-tenant").await;
-    let (a, b) = (connect(&own).await.unwrap(), connect(&own).await.unwrap());
+    let (a, b) = lockers_with_lock_rights("tenant", "distlock:{acl-tenant:*", "acl-tenant").await;
     hand_over(&a, &b, "k").await;
     let read = a.rwlock("r").unwrap().read().await.unwrap();
     let permit = a.semaphore("s", 2).unwrap().acquire().await.unwrap();

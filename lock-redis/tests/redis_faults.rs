@@ -15,6 +15,7 @@ use common::{connect, raw_connection, server_url, start};
 use distlock_testkit::layout::RedisKeys;
 use distlock_testkit::redis::redis_spec;
 use distlock_testkit::scenarios::lost_reply::{lost_reply, GiveUp, LostReply, LostReplyStore};
+use distlock_testkit::scenarios::{freed_after_kill, FreedWithin};
 use distlock_testkit::{FaultProxy, FencedResource, Server};
 use lock_core::{LockError, LockGuard, LockOptions, Locker};
 use redis::AsyncCommands;
@@ -163,30 +164,19 @@ async fn killed_holder_process_frees_the_lock_after_the_ttl() {
         other.try_lock("k").await.unwrap().is_none(),
         "the holder's lock is not held"
     );
-    holder.signal(libc::SIGKILL);
-    let killed_at = Instant::now();
-    let guard = other
-        .lock_with("k", LockOptions::new().wait(TTL + SLACK))
-        .await
-        .unwrap();
     // Freed by expiry: not before the holder's last lease ended. It renews
     // every third of the ttl, so that lease ran at least two thirds of a
     // ttl past the kill.
-    let freed_after = killed_at.elapsed();
-    assert!(
-        freed_after >= TTL / 2,
-        "free {freed_after:?} after the kill"
-    );
+    let bounds = FreedWithin {
+        not_before: TTL / 2,
+        wait: TTL + SLACK,
+    };
+    let kill = || holder.signal(libc::SIGKILL);
+    let freed_after = freed_after_kill(kill, &other, ("k", held), bounds).await;
     assert!(
         freed_after <= TTL + SLACK,
         "free {freed_after:?} after the kill"
     );
-    assert!(
-        guard.token().get() > held,
-        "token {} after {held}",
-        guard.token()
-    );
-    guard.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

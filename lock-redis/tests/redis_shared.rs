@@ -61,6 +61,12 @@ impl Line {
     }
 }
 
+/// A permit of semaphore `pool` (limit `limit`) taken by `locker`.
+async fn pool_permit(locker: &Locker, limit: u32) -> LockGuard {
+    let pool = locker.semaphore("pool", limit).unwrap();
+    pool.acquire().await.unwrap()
+}
+
 /// Waits until `line` has `n` live places.
 async fn until_queued(line: &Line, n: usize) {
     let (list, hash) = (&line.list, &line.hash);
@@ -172,12 +178,7 @@ async fn read_locks_and_permits_are_kept_in_sorted_sets() {
 async fn a_released_permit_is_announced_to_one_waiter_only() {
     let lockers = lockers("shared-one-grant", "10s", 4).await;
     let line = Line::of(&lockers[0], "pool", "permit");
-    let held = lockers[0]
-        .semaphore("pool", 1)
-        .unwrap()
-        .acquire()
-        .await
-        .unwrap();
+    let held = pool_permit(&lockers[0], 1).await;
     let mut tasks = Vec::new();
     for (i, locker) in lockers[1..].iter().enumerate() {
         let pool = locker.semaphore("pool", 1).unwrap();
@@ -335,12 +336,7 @@ async fn a_vanished_reader_is_swept_after_its_lease() {
 #[tokio::test]
 async fn the_limit_lives_as_long_as_the_permits() {
     let lockers = lockers("shared-limit", "1s", 2).await;
-    let held = lockers[0]
-        .semaphore("pool", 2)
-        .unwrap()
-        .acquire()
-        .await
-        .unwrap();
+    let held = pool_permit(&lockers[0], 2).await;
     // Three leases long: the permit lives on by renewals alone.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(held.is_held());

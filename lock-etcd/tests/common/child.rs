@@ -4,7 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use distlock_testkit::{assert_not_before, signal_group, spawn_child, FencedResource};
+use distlock_testkit::{
+    assert_not_before, signal_group, spawn_child, this_binary_running, FencedResource,
+};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 
@@ -37,9 +39,8 @@ pub(crate) struct Child {
 impl Child {
     /// Runs the ignored test `test` of this binary with `var=value` set.
     pub(crate) async fn spawn(test: &str, var: &str, value: &str) -> Child {
-        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+        let mut command = this_binary_running(test);
         command
-            .args(["--exact", test, "--ignored", "--nocapture"])
             .env(var, value)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null());
