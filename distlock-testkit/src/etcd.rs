@@ -205,6 +205,19 @@ pub async fn raw_client(url: &str) -> Result<etcd_client::Client, etcd_client::E
     etcd_client::Client::connect(endpoints, None).await
 }
 
+/// How many keys are under `prefix`, counted with a raw client.
+#[cfg(feature = "etcd")]
+pub async fn keys_under(
+    client: &etcd_client::Client,
+    prefix: &str,
+) -> Result<i64, etcd_client::Error> {
+    let count_only = etcd_client::GetOptions::new()
+        .with_prefix()
+        .with_count_only();
+    let response = client.kv_client().get(prefix, Some(count_only)).await?;
+    Ok(response.count())
+}
+
 /// The holder's queue entry of lock `name` (the oldest key under its
 /// [queue prefix](crate::layout::etcd_queue_prefix)): its key and lease
 /// id, `None` if nobody holds or waits.

@@ -55,6 +55,17 @@ impl Pki {
         query
     }
 
+    /// The certificates of this test binary: generated on the first call,
+    /// the same ones afterwards (for a server the binary's tests share).
+    ///
+    /// # Panics
+    ///
+    /// As [`Pki::generate`].
+    pub fn shared() -> &'static Pki {
+        static SHARED: std::sync::OnceLock<Pki> = std::sync::OnceLock::new();
+        SHARED.get_or_init(Pki::generate)
+    }
+
     /// Generates fresh keys and certificates.
     ///
     /// # Panics

@@ -2,6 +2,8 @@
 //! set up their servers and lockers, then run the scenario, so what is
 //! checked is written once.
 
+pub mod lost_reply;
+
 use std::time::Duration;
 
 use lock_core::{LockOptions, Locker};
@@ -34,4 +36,46 @@ pub async fn hand_over(a: &Locker, b: &Locker, key: &str) {
         holder.token
     );
     taken.release().await.expect("b releases");
+}
+
+/// The bounds, from the kill, within which [`freed_after_kill`] must see
+/// the lock freed.
+#[derive(Clone, Copy, Debug)]
+pub struct FreedWithin {
+    /// The least time the holder's last lease (or session) still runs
+    /// after the kill: the lock must not be free sooner.
+    pub not_before: Duration,
+    /// How long the other locker waits for the lock at most.
+    pub wait: Duration,
+}
+
+/// A killed holder's lock is freed by expiry, neither at once nor never:
+/// `kill` kills the process holding `key` with token `held`, then `other`
+/// waits for `key` and gets it within `bounds.wait` of the kill, no sooner
+/// than `bounds.not_before`, with a token above `held`. Returns how long
+/// after the kill it came. Panics naming the step that failed.
+pub async fn freed_after_kill(
+    kill: impl FnOnce(),
+    other: &Locker,
+    (key, held): (&str, u64),
+    bounds: FreedWithin,
+) -> Duration {
+    kill();
+    let killed_at = std::time::Instant::now();
+    let guard = other
+        .lock_with(key, LockOptions::new().wait(bounds.wait))
+        .await
+        .expect("the other locker takes the killed holder's lock");
+    let freed_after = killed_at.elapsed();
+    assert!(
+        freed_after >= bounds.not_before,
+        "free {freed_after:?} after the kill, before the holder's lease ran out"
+    );
+    let token = guard.token().get();
+    assert!(
+        token > held,
+        "token {token} after the killed holder's {held}"
+    );
+    guard.release().await.expect("the other locker releases");
+    freed_after
 }

@@ -23,6 +23,24 @@ struct Request {
     reply: oneshot::Sender<io::Result<Child>>,
 }
 
+/// A command running test `test` of this test binary alone (ignored or
+/// not), its output not captured: for a helper process, a test that
+/// does its part (hold a lock, say) when an environment variable the
+/// caller sets tells it to. Spawn it with [`spawn_child`] or turn it into
+/// a `tokio::process::Command`.
+///
+/// # Panics
+///
+/// If the path of this test binary cannot be found.
+pub fn this_binary_running(test: &str) -> Command {
+    let mut command = Command::new(std::env::current_exe().expect("this test binary's path"));
+    // Not `--test-threads=1`: on one thread the harness prints the test's
+    // name without a newline before the test runs, so the test's first
+    // line would not start a line of its own.
+    command.args(["--exact", test, "--include-ignored", "--nocapture"]);
+    command
+}
+
 /// Spawns `command` on the spawner thread and returns the running child.
 ///
 /// On top of what `command` sets, the child gets its own process group

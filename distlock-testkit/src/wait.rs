@@ -53,6 +53,17 @@ impl<T, E: Display> Check for Result<T, E> {
     }
 }
 
+/// Panics unless at least `at_least` has passed since `since`: `what`
+/// (say, "taken after the pause") happened no sooner than it may.
+#[track_caller]
+pub fn assert_not_before(since: std::time::Instant, at_least: Duration, what: &str) {
+    let elapsed = since.elapsed();
+    assert!(
+        elapsed >= at_least,
+        "{what} {elapsed:?} on, before the {at_least:?} it may not come sooner than"
+    );
+}
+
 /// Runs the check `f` every 20 ms until it passes (`true`, `Some`, `Ok`)
 /// and returns its value, or fails once `limit` has passed with an error
 /// naming `what` (and the last error the check gave, if any). A check

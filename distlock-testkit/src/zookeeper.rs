@@ -150,6 +150,12 @@ pub fn standalone_spec() -> Result<ServerSpec, String> {
     standalone_spec_with(ZkSettings::default())
 }
 
+/// Starts a standalone server of its own with `settings` (see
+/// [`standalone_spec_with`]).
+pub async fn start_standalone_with(settings: ZkSettings) -> Result<Server, String> {
+    standalone_spec_with(settings)?.start().await
+}
+
 /// A standalone ZooKeeper on a free port, configured by `settings`.
 pub fn standalone_spec_with(settings: ZkSettings) -> Result<ServerSpec, String> {
     let (java, classpath) = java_and_classpath()?;

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::memory::MemoryBackend;
-use lock_core::{Locker, LockerOptions};
+use lock_core::{LockGuard, Locker, LockerOptions};
+use tokio::runtime::Runtime;
 
 const TTL: Duration = Duration::from_millis(300);
 
@@ -19,6 +20,13 @@ fn locker(store: &str) -> Locker {
             ..Default::default()
         },
     )
+}
+
+/// A new runtime, and `key` taken by `locks` on it.
+fn taken_on_a_runtime_of_its_own(locks: &Locker, key: &str) -> (Runtime, LockGuard) {
+    let runtime = Runtime::new().unwrap();
+    let guard = runtime.block_on(locks.lock(key)).unwrap();
+    (runtime, guard)
 }
 
 #[tokio::test]
@@ -189,12 +197,10 @@ async fn many_locks_are_renewed_while_others_come_and_go() {
 fn locks_on_a_runtime_that_lives_on_are_renewed_when_another_shuts_down() {
     let store = "keeping-two-runtimes";
     let locks = locker(store);
-    let first = tokio::runtime::Runtime::new().unwrap();
-    let second = tokio::runtime::Runtime::new().unwrap();
     // The first lock starts the keeper on the first runtime...
-    let early = first.block_on(locks.lock("early")).unwrap();
+    let (first, early) = taken_on_a_runtime_of_its_own(&locks, "early");
     // ...which keeps the second runtime's lock too.
-    let later = second.block_on(locks.lock("later")).unwrap();
+    let (second, later) = taken_on_a_runtime_of_its_own(&locks, "later");
     drop(first);
     second.block_on(async {
         tokio::time::sleep(TTL * 5).await;
@@ -217,8 +223,7 @@ fn locks_on_a_runtime_that_lives_on_are_renewed_when_another_shuts_down() {
 fn a_lock_whose_runtime_is_gone_is_reported_lost() {
     let store = "keeping-runtime-gone";
     let locks = locker(store);
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let guard = runtime.block_on(locks.lock("k")).unwrap();
+    let (runtime, guard) = taken_on_a_runtime_of_its_own(&locks, "k");
     let signal = guard.loss_signal();
     drop(runtime);
     assert_eq!(

@@ -13,7 +13,7 @@ mod servers;
 use std::time::Duration;
 
 use common::connect;
-use distlock_testkit::etcd::{etcd_url, raw_client};
+use distlock_testkit::etcd::{etcd_url, keys_under, raw_client};
 use distlock_testkit::eventually;
 use distlock_testkit::workload::touch_names;
 use servers::{single_member, url_for};
@@ -22,18 +22,6 @@ use servers::{single_member, url_for};
 const NAMES: usize = 10_000;
 /// Lockers (so sessions, so leases) the names are spread over.
 const LOCKERS: usize = 8;
-
-/// Keys under `prefix`.
-async fn keys_under(raw: &etcd_client::Client, prefix: &str) -> i64 {
-    let counted = etcd_client::GetOptions::new()
-        .with_prefix()
-        .with_count_only();
-    raw.kv_client()
-        .get(prefix, Some(counted))
-        .await
-        .unwrap()
-        .count()
-}
 
 /// Leases granted and not yet revoked or expired.
 async fn leases(raw: &etcd_client::Client) -> usize {
@@ -54,7 +42,7 @@ async fn released_names_leave_no_key_and_lockers_no_lease() {
 
     assert_eq!(touched.total(), NAMES);
     assert!(touched.permits > 0 && touched.reads > 0 && touched.elections > 0);
-    let left = keys_under(&raw, "distlock/bounded/").await;
+    let left = keys_under(&raw, "distlock/bounded/").await.unwrap();
     assert_eq!(left, 0, "{left} keys left after {touched:?}");
     // One lease per locker (each locker's sessions share one ttl).
     assert_eq!(leases(&raw).await, LOCKERS);

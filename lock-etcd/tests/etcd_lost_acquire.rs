@@ -8,13 +8,50 @@ mod common;
 use std::time::Duration;
 
 use common::connect;
-use distlock_testkit::etcd::raw_client;
-use distlock_testkit::eventually;
-use lock_core::LockError;
+use distlock_testkit::etcd::{keys_under, raw_client};
+use distlock_testkit::layout::etcd_queue_prefix;
+use distlock_testkit::scenarios::lost_reply::{lost_reply, GiveUp, LostReply, LostReplyStore};
+use lock_core::Locker;
 use servers::{single_member, url_for};
 
 #[path = "common/servers.rs"]
 mod servers;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_whose_reply_was_lost_leaves_no_orphan_entry() {
+    let server = single_member("etcd-lost-acquire").await;
+    let url = url_for([server.addr()], "30s", "lost-acquire");
+    let (a, b) = (connect(&url).await.unwrap(), connect(&url).await.unwrap());
+    let store = EtcdRecords {
+        member: server.addr(),
+        raw: raw_client(&url).await.unwrap(),
+        locker: b.clone(),
+    };
+    // Until one attempt's request reaches the member after the caller
+    // gave up on it (most do); never passing without one. Nothing of it
+    // stays: the abandoned call's clean-up deletes the entry (a second
+    // time a moment later if its first delete ran before the late put),
+    // so the queue empties within seconds and the key is free.
+    let keys: Vec<String> = (0..12).map(|i| format!("k{i}")).collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let plan = LostReply {
+        server: &server,
+        give_up: GiveUp::ResponseTimeout,
+        warm_key: "warm",
+        keys: &keys,
+        reach_within: Duration::from_secs(3),
+        clean_within: Some(Duration::from_secs(5)),
+    };
+    lost_reply(&plan, &store, &a, &b).await;
+}
+
+/// One member's transaction counts and a lock's queue, read from outside
+/// distlock.
+struct EtcdRecords {
+    member: std::net::SocketAddr,
+    raw: etcd_client::Client,
+    locker: Locker,
+}
 
 /// Transactions the member has started and finished handling so far
 /// (any outcome, cancelled included), from its metrics.
@@ -35,94 +72,31 @@ async fn txns(member: std::net::SocketAddr) -> (u64, u64) {
     )
 }
 
-/// Freezes the member, lets `a`'s attempt on `key` time out, resumes the
-/// member and waits (bounded) until a transaction sent meanwhile has been
-/// handled. `false` when none reached the member: the client library may
-/// cancel the request before its bytes leave, and the member drops a
-/// request cancelled before it starts.
-async fn a_late_attempt(
-    server: &distlock_testkit::Server,
-    a: &lock_core::Locker,
-    key: &str,
-) -> bool {
-    let (started_before, _) = txns(server.addr()).await;
-    server.pause().await.unwrap();
-    let attempt = a.try_lock(key).await;
-    assert!(
-        matches!(attempt, Err(LockError::Unavailable { .. })),
-        "{attempt:?}"
-    );
-    server.resume().unwrap();
-    let handled = eventually(
-        Duration::from_secs(3),
-        "the late request handled",
-        || async {
-            // Each answer bounded: a metrics request may go unanswered right
-            // after the member resumes.
-            let asked = tokio::time::timeout(Duration::from_millis(500), txns(server.addr()));
-            match asked.await {
-                Ok((started, handled)) if started > started_before && handled == started => Ok(()),
-                Ok((started, handled)) => Err(format!("{started} started, {handled} handled")),
-                Err(_) => Err("the metrics did not answer".to_owned()),
-            }
-        },
-    );
-    handled.await.is_ok()
-}
+impl LostReplyStore for EtcdRecords {
+    /// Transactions started.
+    type Mark = u64;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_acquire_whose_reply_was_lost_leaves_no_orphan_entry() {
-    let server = single_member("etcd-lost-acquire").await;
-    let url = url_for([server.addr()], "30s", "lost-acquire");
-    let (a, b) = (connect(&url).await.unwrap(), connect(&url).await.unwrap());
-    let raw = raw_client(&url).await.unwrap();
-    // Sessions granted and connections open before the freeze.
-    a.try_lock("warm")
-        .await
-        .unwrap()
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
-    // Until one attempt's request reaches the member after the caller
-    // gave up on it (most do); never passing without one.
-    let mut late = None;
-    for i in 0..12 {
-        let key = format!("k{i}");
-        if a_late_attempt(&server, &a, &key).await {
-            late = Some(key);
-            break;
+    async fn mark(&self) -> u64 {
+        txns(self.member).await.0
+    }
+
+    /// A transaction started after `before` and every one handled: the
+    /// member dropped no request cancelled before it started.
+    async fn reached(&self, before: &u64) -> Result<(), String> {
+        // Each answer bounded: a metrics request may go unanswered right
+        // after the member resumes.
+        let asked = tokio::time::timeout(Duration::from_millis(500), txns(self.member));
+        match asked.await {
+            Ok((started, handled)) if started > *before && handled == started => Ok(()),
+            Ok((started, handled)) => Err(format!("{started} started, {handled} handled")),
+            Err(_) => Err("the metrics did not answer".to_owned()),
         }
     }
-    let key = late.expect("no attempt reached the member after its caller gave up");
 
-    // Nothing of it stays: the abandoned call's clean-up deletes the entry
-    // (a second time a moment later if its first delete ran before the
-    // late put), so the queue empties within seconds and the key is free.
-    let queue = distlock_testkit::layout::etcd_queue_prefix(&b.name(&key).unwrap());
-    let entries = || async {
-        raw.kv_client()
-            .get(
-                queue.clone(),
-                Some(
-                    etcd_client::GetOptions::new()
-                        .with_prefix()
-                        .with_count_only(),
-                ),
-            )
-            .await
-            .unwrap()
-            .count()
-    };
-    eventually(Duration::from_secs(5), "the late entry deleted", || async {
-        match entries().await {
-            0 => Ok(()),
-            n => Err(format!("{n} entries in the queue")),
-        }
-    })
-    .await
-    .unwrap();
-    let guard = b.try_lock(&key).await.unwrap().expect("the lock is free");
-    assert_eq!(entries().await, 1, "entries besides the new holder's");
-    guard.release().await.unwrap();
+    /// The entries in the key's queue.
+    async fn kept(&self, key: &str) -> usize {
+        let queue = etcd_queue_prefix(&self.locker.name(key).unwrap());
+        let entries = keys_under(&self.raw, &queue).await.unwrap();
+        usize::try_from(entries).unwrap()
+    }
 }

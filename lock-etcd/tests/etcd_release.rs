@@ -8,14 +8,12 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::connect;
 use distlock_testkit::etcd::{holder_entry, raw_client};
-use distlock_testkit::proxy::FaultProxy;
 use lock_core::{LockError, Locker};
-use servers::{single_member, url_for};
+use servers::{proxied_member, single_member, url_for};
 
 #[path = "common/servers.rs"]
 mod servers;
@@ -44,26 +42,23 @@ async fn until_free(raw: &etcd_client::Client, locks: &Locker, key: &str) {
 /// nothing of it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_delete_of_a_released_entry_leaves_the_next_acquisition_alone() {
-    let server = single_member("etcd-late-release").await;
-    let proxy = Arc::new(FaultProxy::start(server.addr()).unwrap());
+    let net = proxied_member("etcd-late-release", "3s", "late").await;
     let url = format!(
         "{}&response_timeout=1s",
-        url_for([proxy.addr()], "3s", "late").replace("&response_timeout=2s", "")
+        net.through.replace("&response_timeout=2s", "")
     );
     let locks = connect(&url).await.unwrap();
-    let raw = raw_client(&url_for([server.addr()], "3s", "late"))
-        .await
-        .unwrap();
+    let raw = raw_client(&net.direct).await.unwrap();
 
     let first = locks.lock("k").await.unwrap();
     let old_entry = holder_key(&raw, &locks, "k").await.expect("held");
-    proxy.blackhole();
+    net.proxy.blackhole();
     let released = first.release().await;
     assert!(
         matches!(released, Err(LockError::Unavailable { .. })),
         "{released:?}"
     );
-    proxy.restore();
+    net.proxy.restore();
     // The held delete (or the background retry) goes through.
     until_free(&raw, &locks, "k").await;
     // Take the key again and again while the background release finishes
@@ -103,28 +98,20 @@ async fn a_late_delete_of_a_released_entry_leaves_the_next_acquisition_alone() {
 /// so a later acquisition is not removed by the first try arriving again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_release_after_a_lost_answer_succeeds_and_keeps_the_name() {
-    let server = single_member("etcd-retried-release").await;
-    let proxy = Arc::new(FaultProxy::start(server.addr()).unwrap());
-    let locks = connect(&url_for([proxy.addr()], "3s", "retried"))
-        .await
-        .unwrap();
-    let raw = raw_client(&url_for([server.addr()], "3s", "retried"))
-        .await
-        .unwrap();
+    let net = proxied_member("etcd-retried-release", "3s", "retried").await;
+    let locks = connect(&net.through).await.unwrap();
+    let raw = raw_client(&net.direct).await.unwrap();
 
     let first = locks.lock("k").await.unwrap();
     let old_entry = holder_key(&raw, &locks, "k").await.expect("held");
     // Answers take a while to come back: long enough to cut the connection
     // once the server has applied the delete and before its answer arrives.
-    proxy.set_latency(Duration::from_millis(400));
+    net.proxy.set_latency(Duration::from_millis(400));
     let releasing = tokio::spawn(first.release());
     until_free(&raw, &locks, "k").await;
-    let cutting = Arc::clone(&proxy);
-    tokio::task::spawn_blocking(move || cutting.cut())
-        .await
-        .unwrap();
-    proxy.set_latency(Duration::ZERO);
-    proxy.restore();
+    net.cut().await;
+    net.proxy.set_latency(Duration::ZERO);
+    net.proxy.restore();
     let released = releasing.await.unwrap();
     assert!(released.is_ok(), "{released:?}");
 

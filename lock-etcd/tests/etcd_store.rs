@@ -7,7 +7,7 @@
 mod common;
 
 use common::connect;
-use distlock_testkit::etcd::{holder_entry, raw_client, shared_etcd_url};
+use distlock_testkit::etcd::{holder_entry, keys_under, raw_client, shared_etcd_url};
 use distlock_testkit::layout::etcd_queue_prefix;
 use distlock_testkit::with_query;
 use lock_core::backend::Capabilities;
@@ -274,18 +274,6 @@ async fn a_guard_frozen_past_its_session_lease_says_lost_before_any_timer_runs()
     );
 }
 
-/// Keys under `prefix`, counted with a raw client.
-async fn keys_under(raw: &etcd_client::Client, prefix: &str) -> i64 {
-    let counted = etcd_client::GetOptions::new()
-        .with_prefix()
-        .with_count_only();
-    raw.kv_client()
-        .get(prefix, Some(counted))
-        .await
-        .unwrap()
-        .count()
-}
-
 /// Purging a namespace deletes every key under `distlock/<namespace>/`
 /// (queues of nested keys, read locks, permits and the semaphore's stored
 /// limit) and its holders are told; a namespace whose name merely starts
@@ -304,17 +292,17 @@ async fn purging_a_namespace_deletes_its_keys_and_nothing_else() {
     let pool = purged.semaphore("pool", 2).unwrap();
     guards.push(pool.acquire().await.unwrap());
     let kept_guard = kept.lock("a").await.unwrap();
-    assert!(keys_under(&raw, "distlock/purge-me/").await >= 5);
+    assert!(keys_under(&raw, "distlock/purge-me/").await.unwrap() >= 5);
 
     purged.purge_namespace().await.unwrap();
 
-    assert_eq!(keys_under(&raw, "distlock/purge-me/").await, 0);
+    assert_eq!(keys_under(&raw, "distlock/purge-me/").await.unwrap(), 0);
     for guard in &guards {
         tokio::time::timeout(Duration::from_secs(10), guard.lost())
             .await
             .unwrap_or_else(|_| panic!("{} was never reported lost", guard.key()));
     }
     assert!(kept_guard.is_held());
-    assert_eq!(keys_under(&raw, "distlock/purge-me-not/").await, 1);
+    assert_eq!(keys_under(&raw, "distlock/purge-me-not/").await.unwrap(), 1);
     kept_guard.release().await.unwrap();
 }

@@ -2,6 +2,8 @@
 //! token persistence, exclusion across processes, directory checks and the
 //! key → file mapping on disk.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -10,17 +12,14 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{open, TempStore};
 use distlock_testkit::store_config::invalid_config;
 use lock_core::backend::TryAcquire;
 use lock_core::{LockError, LockGuard, LockOptions, Locker, LockerOptions, LossReason};
 use lock_file::{FileBackend, FileConfig, UNKNOWN_OWNER};
-use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-fn open(config: FileConfig) -> FileBackend {
-    FileBackend::open(config).expect("open the lock directory")
-}
-
+/// A locker on `backend`, in the default namespace.
 fn locker(backend: &FileBackend) -> Locker {
     Locker::new(Arc::new(backend.clone()), LockerOptions::default())
 }
@@ -29,50 +28,12 @@ fn wait(d: Duration) -> LockOptions {
     LockOptions::new().wait(d)
 }
 
-/// A file store in a fresh temporary directory: the backend and a locker.
-struct TempStore {
-    dir: TempDir,
-    backend: FileBackend,
-    locks: Locker,
-}
-
-impl TempStore {
-    fn new() -> Self {
-        Self::with(|dir| FileConfig::new(dir))
-    }
-
-    /// Held locks are checked every `interval`.
-    fn checked_every(interval: Duration) -> Self {
-        Self::with(|dir| FileConfig {
-            check_interval: Some(interval),
-            ..FileConfig::new(dir)
-        })
-    }
-
-    fn with(config: impl FnOnce(&Path) -> FileConfig) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let backend = open(config(dir.path()));
-        let locks = locker(&backend);
-        Self {
-            dir,
-            backend,
-            locks,
-        }
-    }
-
-    /// The lock file of `key`, its directory created.
-    fn lock_path(&self, key: &str) -> PathBuf {
-        let path = self.backend.lock_path(&self.locks.name(key).unwrap());
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        path
-    }
-
-    /// Takes `k`, then removes its lock file behind the guard's back.
-    async fn lock_k_and_remove_its_file(&self) -> LockGuard {
-        let guard = self.locks.lock("k").await.unwrap();
-        fs::remove_file(self.backend.lock_path(guard.name())).unwrap();
-        guard
-    }
+/// Takes `k` in `store`, then removes its lock file behind the guard's
+/// back.
+async fn lock_k_and_remove_its_file(store: &TempStore) -> LockGuard {
+    let guard = store.locks.lock("k").await.unwrap();
+    fs::remove_file(store.backend.lock_path(guard.name())).unwrap();
+    guard
 }
 
 /// Asserts that a release reported the lock taken away.
@@ -92,7 +53,7 @@ fn assert_taken_away(released: Result<(), LockError>) {
 #[tokio::test]
 async fn removed_lock_file_makes_the_guard_report_lost() {
     let store = TempStore::checked_every(Duration::from_millis(20));
-    let guard = store.lock_k_and_remove_its_file().await;
+    let guard = lock_k_and_remove_its_file(&store).await;
     let reason = tokio::time::timeout(Duration::from_secs(2), guard.lost())
         .await
         .expect("the lost signal did not fire");
@@ -105,7 +66,7 @@ async fn removed_lock_file_makes_the_guard_report_lost() {
 async fn replaced_lock_file_is_lost_and_the_new_holder_is_left_alone() {
     let store = TempStore::checked_every(Duration::from_millis(20));
     let new_locks = locker(&store.backend);
-    let old = store.lock_k_and_remove_its_file().await;
+    let old = lock_k_and_remove_its_file(&store).await;
     let new = new_locks
         .try_lock("k")
         .await
@@ -125,7 +86,7 @@ async fn replaced_lock_file_is_lost_and_the_new_holder_is_left_alone() {
 #[tokio::test]
 async fn release_reports_lost_when_the_file_was_removed_before_any_check() {
     let store = TempStore::checked_every(Duration::from_secs(3600));
-    let guard = store.lock_k_and_remove_its_file().await;
+    let guard = lock_k_and_remove_its_file(&store).await;
     assert!(guard.is_held(), "no check ran yet");
     assert_taken_away(guard.release().await);
     store
@@ -175,7 +136,7 @@ time.sleep(30)
 async fn a_lock_held_by_another_process_is_taken_soon_after_that_process_is_killed() {
     let store = TempStore::new();
     let locks = &store.locks;
-    let path = store.lock_path("shared/job");
+    let path = store.made_lock_path("shared/job");
     let mut holder = tokio::process::Command::new("python3")
         .arg("-c")
         .arg(HOLDER_SCRIPT)
@@ -374,7 +335,7 @@ fn a_guard_dropped_outside_any_runtime_frees_the_lock_at_once() {
 async fn a_lock_file_without_a_token_is_an_error_not_a_reset() {
     let store = TempStore::new();
     let locks = &store.locks;
-    let path = store.lock_path("k");
+    let path = store.made_lock_path("k");
     fs::write(&path, "not a token\n").unwrap();
     match locks.try_lock("k").await {
         Err(LockError::Backend { message, .. }) => {

@@ -10,21 +10,17 @@
 //! tests of `exclusive` and `shared` force that interleaving for one
 //! writer and one reader.)
 
-use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+mod common;
 
-use lock_core::{LockGuard, Locker, LockerOptions};
-use lock_file::{FileBackend, FileConfig};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use common::locker;
+use lock_core::{LockGuard, Locker};
 use tokio::runtime::Runtime;
 
 const THREADS: usize = 8;
 const ROUNDS: usize = 500;
-
-fn locker(dir: &Path) -> Locker {
-    let backend = FileBackend::open(FileConfig::new(dir)).expect("open the lock directory");
-    Locker::new(Arc::new(backend), LockerOptions::default())
-}
 
 /// What the threads saw: holds taken, and every breach.
 #[derive(Default)]

@@ -2,13 +2,15 @@
 //! again as a helper): seen from here while it lives, and given back by
 //! the kernel when it is killed.
 
+mod common;
+
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{HoldKind, LockOptions, Locker, LockerOptions};
-use lock_file::{FileBackend, FileConfig};
+use common::locker;
+use distlock_testkit::this_binary_running;
+use lock_core::{HoldKind, LockOptions};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// Set (to a lock directory) only in the helper process.
@@ -17,11 +19,6 @@ const HELPER_DIR: &str = "LOCK_FILE_TEST_SHARED_DIR";
 /// the two permits of `pool`.
 const HOLDING: &str = "HELPER-HOLDING";
 const SLACK: Duration = Duration::from_secs(5);
-
-fn locker(dir: &Path) -> Locker {
-    let backend = FileBackend::open(FileConfig::new(dir)).expect("open the lock directory");
-    Locker::new(Arc::new(backend), LockerOptions::default())
-}
 
 /// Only does something when run as the helper: takes a read lock of `cfg`
 /// and a permit of `pool` (limit 2), says so, and holds them until killed.
@@ -40,8 +37,8 @@ async fn helper_shared_holder_process() {
 #[tokio::test]
 async fn a_killed_processs_read_lock_and_permit_come_back() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "helper_shared_holder_process", "--nocapture"])
+    let command = this_binary_running("helper_shared_holder_process");
+    let mut child = tokio::process::Command::from(command)
         .env(HELPER_DIR, dir.path())
         .stdout(Stdio::piped())
         .kill_on_drop(true)

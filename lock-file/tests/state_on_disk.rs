@@ -4,20 +4,21 @@
 //! and directories written by earlier versions, whose lock files and
 //! semaphore files hold tokens, counting on from those tokens.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::TempStore;
 use lock_core::{LockOptions, Locker, LockerOptions};
 use lock_file::{FileBackend, FileConfig, BUCKETS};
 
+/// A locker in namespace `ns` on the lock directory `dir`.
 fn locker(dir: &Path) -> Locker {
-    let backend = FileBackend::open(FileConfig::new(dir)).expect("open the lock directory");
-    Locker::new(Arc::new(backend), LockerOptions::default())
-        .with_namespace("ns")
-        .unwrap()
+    common::locker(dir).with_namespace("ns").unwrap()
 }
 
 /// Every entry under `dir`, recursively, relative to it.
@@ -162,10 +163,8 @@ async fn tokens_keep_rising_although_the_files_of_free_names_go() {
 #[tokio::test]
 async fn a_lock_file_of_an_earlier_version_is_a_floor_for_tokens() {
     for first_use in ["lock", "read", "inspect"] {
-        let dir = tempfile::tempdir().unwrap();
-        let locks = locker(dir.path());
-        let backend = FileBackend::open(FileConfig::new(dir.path())).unwrap();
-        let path = backend.lock_path(&locks.name("k").unwrap());
+        let store = TempStore::new().in_namespace("ns");
+        let (locks, path) = (&store.locks, store.lock_path("k"));
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(&path, "500\nold-host/1/u\n").unwrap();
         let token = match first_use {
@@ -192,10 +191,8 @@ async fn a_lock_file_of_an_earlier_version_is_a_floor_for_tokens() {
 /// A semaphore of an earlier version, whose `meta` holds its counter.
 #[tokio::test]
 async fn a_semaphore_of_an_earlier_version_counts_on_from_its_meta() {
-    let dir = tempfile::tempdir().unwrap();
-    let locks = locker(dir.path());
-    let backend = FileBackend::open(FileConfig::new(dir.path())).unwrap();
-    let path = backend.lock_path(&locks.name("pool").unwrap());
+    let store = TempStore::new().in_namespace("ns");
+    let (locks, path) = (&store.locks, store.lock_path("pool"));
     let permits = path.with_file_name("pool.permits");
     fs::create_dir_all(&permits).unwrap();
     fs::write(
@@ -215,10 +212,8 @@ async fn a_semaphore_of_an_earlier_version_counts_on_from_its_meta() {
 /// again: then the next holder's release, or an inspect, removes it.
 #[tokio::test]
 async fn a_dead_holders_file_goes_with_the_next_use_of_the_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let locks = locker(dir.path());
-    let backend = FileBackend::open(FileConfig::new(dir.path())).unwrap();
-    let path = backend.lock_path(&locks.name("k").unwrap());
+    let store = TempStore::new().in_namespace("ns");
+    let (locks, path) = (&store.locks, store.lock_path("k"));
     let guard = locks.lock("k").await.unwrap();
     let token = guard.token().get();
     let record = fs::read(&path).unwrap();

@@ -3,18 +3,15 @@
 //! replaced by `set_value`, refused once the file is gone, and never seen
 //! torn by a reader racing the writes.
 
+mod common;
+
 use std::fs;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_core::{LockError, LockOptions, Locker, LockerOptions, LossReason, MAX_VALUE_LEN};
-use lock_file::{FileBackend, FileConfig};
-
-fn locker(dir: &std::path::Path) -> Locker {
-    let backend = FileBackend::open(FileConfig::new(dir)).expect("open the lock directory");
-    Locker::new(Arc::new(backend), LockerOptions::default())
-}
+use common::{locker, TempStore};
+use lock_core::{LockError, LockOptions, LossReason, MAX_VALUE_LEN};
 
 /// Exactly [`MAX_VALUE_LEN`] bytes, mostly two-byte characters, with a
 /// newline near the end.
@@ -63,9 +60,8 @@ async fn values_round_trip_through_inspect_and_set_value() {
 
 #[tokio::test]
 async fn set_value_on_a_removed_lock_file_is_lost_and_writes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let locks = locker(dir.path());
-    let backend = FileBackend::open(FileConfig::new(dir.path())).unwrap();
+    let store = TempStore::new();
+    let (locks, backend) = (&store.locks, &store.backend);
     let guard = locks
         .lock_with("k", LockOptions::new().value("before"))
         .await

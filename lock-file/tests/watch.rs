@@ -3,14 +3,17 @@
 //! a holder killed while holding, and a dropped watch that lets go of its
 //! inotify watch.
 
+mod common;
+
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{locker, TempStore};
+use distlock_testkit::this_binary_running;
 use distlock_testkit::wait::eventually;
-use lock_core::{LockInfo, LockOptions, Locker, LockerOptions};
-use lock_file::{FileBackend, FileConfig, SETTLE};
+use lock_core::{HolderWatch, LockInfo, LockOptions, Locker};
+use lock_file::SETTLE;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout};
 
@@ -23,12 +26,14 @@ const HELPER_VALUE: &str = "held by another process\nline two";
 /// What the helper prints, before its token, once it holds the lock.
 const LOCKED: &str = "HELPER-LOCKED";
 
-fn locker(dir: &Path) -> Locker {
-    let backend = FileBackend::open(FileConfig::new(dir)).expect("open the lock directory");
-    Locker::new(Arc::new(backend), LockerOptions::default())
+/// A watch on `key`, which it reports free.
+async fn watch_free(locks: &Locker, key: &str) -> HolderWatch {
+    let mut watch = locks.watch(key).unwrap();
+    assert_eq!(next(&mut watch).await, None);
+    watch
 }
 
-async fn next(watch: &mut lock_core::HolderWatch) -> Option<LockInfo> {
+async fn next(watch: &mut HolderWatch) -> Option<LockInfo> {
     tokio::time::timeout(SLACK, watch.changed())
         .await
         .unwrap_or_else(|_| panic!("the watch reported nothing for {SLACK:?}"))
@@ -98,13 +103,7 @@ async fn helper_holder_process() {
 /// This test binary, run as [`helper_holder_process`] on `dir`, once it
 /// holds the lock: the child and its token.
 async fn spawn_holder(dir: &Path) -> (Child, Lines<BufReader<ChildStdout>>, u64) {
-    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "helper_holder_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = tokio::process::Command::from(this_binary_running("helper_holder_process"))
         .env(HELPER_DIR, dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -129,8 +128,7 @@ async fn spawn_holder(dir: &Path) -> (Child, Lines<BufReader<ChildStdout>>, u64)
 async fn watch_sees_a_holder_in_another_process_take_and_release() {
     let dir = tempfile::tempdir().unwrap();
     let locks = locker(dir.path());
-    let mut watch = locks.watch(HELPER_KEY).unwrap();
-    assert_eq!(next(&mut watch).await, None);
+    let mut watch = watch_free(&locks, HELPER_KEY).await;
 
     let (mut child, mut lines, token) = spawn_holder(dir.path()).await;
     let held = next(&mut watch)
@@ -161,8 +159,7 @@ async fn watch_sees_a_holder_in_another_process_take_and_release() {
 async fn watch_sees_a_killed_holder_as_free() {
     let dir = tempfile::tempdir().unwrap();
     let locks = locker(dir.path());
-    let mut watch = locks.watch(HELPER_KEY).unwrap();
-    assert_eq!(next(&mut watch).await, None);
+    let mut watch = watch_free(&locks, HELPER_KEY).await;
     let (mut child, _lines, token) = spawn_holder(dir.path()).await;
     assert_eq!(next(&mut watch).await.map(|h| h.token.get()), Some(token));
 
@@ -203,13 +200,10 @@ fn inotify_watches_on(dir: &Path) -> usize {
 
 #[tokio::test]
 async fn dropping_the_watch_removes_its_inotify_watch() {
-    let dir = tempfile::tempdir().unwrap();
-    let locks = locker(dir.path());
-    let backend = FileBackend::open(FileConfig::new(dir.path())).unwrap();
-    let lock_path = backend.lock_path(&locks.name("k").unwrap());
+    let store = TempStore::new();
+    let (locks, lock_path) = (&store.locks, store.lock_path("k"));
     let ns_dir = lock_path.parent().unwrap();
-    let mut watch = locks.watch("k").unwrap();
-    assert_eq!(next(&mut watch).await, None);
+    let watch = watch_free(locks, "k").await;
     assert_eq!(inotify_watches_on(ns_dir), 1, "the watch is set up");
     let mut second = locks.watch("k").unwrap();
     assert_eq!(next(&mut second).await, None);
@@ -227,13 +221,10 @@ async fn dropping_the_watch_removes_its_inotify_watch() {
 /// up again on the directory as created again, and sees the next holder.
 #[tokio::test]
 async fn a_watch_follows_its_directory_being_removed_and_created_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let locks = locker(dir.path());
-    let backend = FileBackend::open(FileConfig::new(dir.path())).unwrap();
-    let lock_path = backend.lock_path(&locks.name("k").unwrap());
+    let store = TempStore::new();
+    let (locks, lock_path) = (&store.locks, store.lock_path("k"));
     let ns_dir = lock_path.parent().unwrap().to_path_buf();
-    let mut watch = locks.watch("k").unwrap();
-    assert_eq!(next(&mut watch).await, None);
+    let mut watch = watch_free(locks, "k").await;
     // Drive the watch in a task, so it can set itself up again unasked.
     let (states, mut seen) = tokio::sync::mpsc::unbounded_channel();
     let driver = tokio::spawn(async move { while states.send(watch.changed().await).is_ok() {} });

@@ -9,17 +9,36 @@ use std::time::{Duration, Instant};
 
 use common::{connect, raw_redis};
 use distlock_testkit::redis::shared_redis_url;
-use lock_core::{LockError, LockOptions};
+use distlock_testkit::refusals::{assert_refused, Refused};
+use distlock_testkit::scenarios::hand_over;
+use lock_core::Locker;
 
-/// Makes `user` with password `password` and the rules `rules`.
-async fn acl_user(user: &str, password: &str, rules: &[&str]) {
+/// The commands distlock needs: scripts, the pub/sub channels of
+/// hand-offs and watches (`&*`), reads and writes of its keys; no
+/// administrative or dangerous commands.
+const LOCK_RIGHTS: &[&str] = &[
+    "&*",
+    "+@scripting",
+    "+@pubsub",
+    "+@read",
+    "+@write",
+    "+time",
+    "+ping",
+    "+hello",
+    "+client|setname",
+];
+
+/// Makes `user` with password `password`, access to the keys matching
+/// `keys` (an ACL key pattern) and the rules `rules`.
+async fn acl_user(user: &str, password: &str, keys: &str, rules: &[&str]) {
     let mut raw = raw_redis().await;
     let mut cmd = ::redis::cmd("ACL");
     cmd.arg("SETUSER")
         .arg(user)
         .arg("reset")
         .arg("on")
-        .arg(format!(">{password}"));
+        .arg(format!(">{password}"))
+        .arg(format!("~{keys}"));
     for rule in rules {
         cmd.arg(*rule);
     }
@@ -33,65 +52,32 @@ async fn url_as(user: &str, password: &str, namespace: &str) -> String {
     format!("redis://{user}:{password}@{host}/?namespace={namespace}&connect_timeout=1s&response_timeout=1s")
 }
 
+/// Makes `user` (password `pw-<user>`) with [`LOCK_RIGHTS`] on the keys
+/// matching `keys`, and opens two lockers as `user` in `namespace`.
+async fn lockers_with_lock_rights(user: &str, keys: &str, namespace: &str) -> (Locker, Locker) {
+    let password = format!("pw-{user}");
+    acl_user(user, &password, keys, LOCK_RIGHTS).await;
+    let url = url_as(user, &password, namespace).await;
+    (connect(&url).await.unwrap(), connect(&url).await.unwrap())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_with_the_needed_rights_takes_and_hands_over_locks() {
-    // Scripts, their keys and the pub/sub channels of hand-offs and
-    // watches; no administrative or dangerous commands.
-    acl_user(
-        "locks",
-        "pw-locks",
-        &[
-            "~*",
-            "&*",
-            "+@scripting",
-            "+@pubsub",
-            "+@read",
-            "+@write",
-            "+time",
-            "+ping",
-            "+hello",
-            "+client|setname",
-        ],
-    )
-    .await;
-    let url = url_as("locks", "pw-locks", "acl-ok").await;
-    let (a, b) = (connect(&url).await.unwrap(), connect(&url).await.unwrap());
-    let held = a.lock("k").await.unwrap();
-    let waiting = tokio::spawn(async move {
-        b.lock_with("k", LockOptions::new().wait(Duration::from_secs(5)))
-            .await
-    });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let token = held.token();
-    held.release().await.unwrap();
-    let next = waiting
-        .await
-        .unwrap()
-        .expect("the waiter was handed the lock");
-    assert!(next.token() > token);
-    next.release().await.unwrap();
+    let (a, b) = lockers_with_lock_rights("locks", "*", "acl-ok").await;
+    hand_over(&a, &b, "k").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_denied_scripts_gets_a_clear_error_at_once() {
-    acl_user(
-        "noscripts",
-        "pw-noscripts",
-        &["~*", "&*", "+@all", "-evalsha", "-eval", "-script"],
-    )
-    .await;
+    let denied = ["&*", "+@all", "-evalsha", "-eval", "-script"];
+    acl_user("noscripts", "pw-noscripts", "*", &denied).await;
     let url = url_as("noscripts", "pw-noscripts", "acl-denied").await;
     let locks = connect(&url).await.unwrap();
     let started = Instant::now();
     let refused = locks.try_lock("k").await;
     let error = refused.expect_err("a user without scripts took a lock");
-    assert!(
-        matches!(error, LockError::PermissionDenied { .. }),
-        "{error:?}"
-    );
-    let text = error.to_string();
-    assert!(text.contains("ACL does not allow"), "{text}");
-    assert!(text.contains("Redis at 127.0.0.1:"), "{text}");
+    let says = ["ACL does not allow", "Redis at 127.0.0.1:"];
+    let text = assert_refused(&error, Refused::PermissionDenied, &says);
     assert!(!text.contains("pw-noscripts"), "{text}");
     assert!(
         started.elapsed() < Duration::from_secs(1),
@@ -103,7 +89,7 @@ async fn a_user_denied_scripts_gets_a_clear_error_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_denied_inside_a_script_is_a_clear_error_too() {
     // Scripts allowed, but not the server clock they read.
-    acl_user("notime", "pw-notime", &["~*", "&*", "+@all", "-time"]).await;
+    acl_user("notime", "pw-notime", "*", &["&*", "+@all", "-time"]).await;
     let url = url_as("notime", "pw-notime", "acl-notime").await;
     let locks = connect(&url).await.unwrap();
     // A read lock reads the clock in the acquire script.
@@ -113,11 +99,7 @@ async fn a_command_denied_inside_a_script_is_a_clear_error_too() {
         .try_read()
         .await
         .expect_err("a script ran a denied command");
-    assert!(
-        matches!(error, LockError::PermissionDenied { .. }),
-        "{error:?}"
-    );
-    assert!(error.to_string().contains("ACL does not allow"), "{error}");
+    assert_refused(&error, Refused::PermissionDenied, &["ACL does not allow"]);
 }
 
 /// A user confined to one namespace's keys (`~distlock:{tenant:*`: every
@@ -127,39 +109,8 @@ async fn a_command_denied_inside_a_script_is_a_clear_error_too() {
 /// once in another namespace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_confined_to_a_namespace_locks_there_and_nowhere_else() {
-    acl_user(
-        "tenant",
-        "pw-tenant",
-        &[
-            "~distlock:{acl-tenant:*",
-            "&*",
-            "+@scripting",
-            "+@pubsub",
-            "+@read",
-            "+@write",
-            "+time",
-            "+ping",
-            "+hello",
-            "+client|setname",
-        ],
-    )
-    .await;
-    let own = url_as("tenant", "pw-tenant", "acl-tenant").await;
-    let (a, b) = (connect(&own).await.unwrap(), connect(&own).await.unwrap());
-    let held = a.lock("k").await.unwrap();
-    let waiting = tokio::spawn(async move {
-        b.lock_with("k", LockOptions::new().wait(Duration::from_secs(5)))
-            .await
-    });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    held.release().await.unwrap();
-    waiting
-        .await
-        .unwrap()
-        .expect("the waiter was handed the lock")
-        .release()
-        .await
-        .unwrap();
+    let (a, b) = lockers_with_lock_rights("tenant", "distlock:{acl-tenant:*", "acl-tenant").await;
+    hand_over(&a, &b, "k").await;
     let read = a.rwlock("r").unwrap().read().await.unwrap();
     let permit = a.semaphore("s", 2).unwrap().acquire().await.unwrap();
     a.purge_namespace().await.unwrap();
@@ -178,10 +129,6 @@ async fn a_user_confined_to_a_namespace_locks_there_and_nowhere_else() {
         .try_lock("k")
         .await
         .expect_err("a lock outside the user's keys");
-    assert!(
-        matches!(error, LockError::PermissionDenied { .. }),
-        "{error:?}"
-    );
-    assert!(error.to_string().contains("ACL does not allow"), "{error}");
+    assert_refused(&error, Refused::PermissionDenied, &["ACL does not allow"]);
     assert!(started.elapsed() < Duration::from_secs(1));
 }

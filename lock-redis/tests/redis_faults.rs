@@ -11,10 +11,14 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::helper::{helper_locker, Helper};
-use common::{connect, server_url, start};
+use common::{connect, raw_connection, server_url, start};
+use distlock_testkit::layout::RedisKeys;
 use distlock_testkit::redis::redis_spec;
+use distlock_testkit::scenarios::lost_reply::{lost_reply, GiveUp, LostReply, LostReplyStore};
+use distlock_testkit::scenarios::{freed_after_kill, FreedWithin};
 use distlock_testkit::{FaultProxy, FencedResource, Server};
 use lock_core::{LockError, LockGuard, LockOptions, Locker};
+use redis::AsyncCommands;
 
 const HOLDER_URL_VAR: &str = "DISTLOCK_TEST_HOLDER_URL";
 const TTL: Duration = Duration::from_secs(1);
@@ -124,11 +128,14 @@ async fn added_latency_keeps_locks_working_and_renewed() {
 
 // ------------------------------------------------------------ holder processes
 
-/// A lock holder in another process, reporting on its stdout: see
-/// [`holder_process_helper`].
-async fn holder(addr: impl std::fmt::Display, namespace: &str) -> Helper {
+/// A lock holder in another process, reporting on its stdout (see
+/// [`holder_process_helper`]), once it holds: with its token.
+async fn holder(addr: impl std::fmt::Display, namespace: &str) -> (Helper, u64) {
     let url = server_url(addr, namespace, TTL);
-    Helper::start("the holder", "holder_process_helper", HOLDER_URL_VAR, url).await
+    let mut holder =
+        Helper::start("the holder", "holder_process_helper", HOLDER_URL_VAR, url).await;
+    let held = holder.expect("HELD", Duration::from_secs(20)).await;
+    (holder, held.parse().unwrap())
 }
 
 /// Not a test: run by [`holder`] in a child process. Takes lock `k`, says
@@ -151,53 +158,32 @@ async fn holder_process_helper() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_holder_process_frees_the_lock_after_the_ttl() {
     let server = server("redis-sigkill").await;
-    let mut holder = holder(server.addr(), "sigkill").await;
-    let held: u64 = holder
-        .expect("HELD", Duration::from_secs(20))
-        .await
-        .parse()
-        .unwrap();
+    let (holder, held) = holder(server.addr(), "sigkill").await;
     let other = locker(server.addr(), "sigkill").await;
     assert!(
         other.try_lock("k").await.unwrap().is_none(),
         "the holder's lock is not held"
     );
-    holder.signal(libc::SIGKILL);
-    let killed_at = Instant::now();
-    let guard = other
-        .lock_with("k", LockOptions::new().wait(TTL + SLACK))
-        .await
-        .unwrap();
     // Freed by expiry: not before the holder's last lease ended. It renews
     // every third of the ttl, so that lease ran at least two thirds of a
     // ttl past the kill.
-    let freed_after = killed_at.elapsed();
-    assert!(
-        freed_after >= TTL / 2,
-        "free {freed_after:?} after the kill"
-    );
+    let bounds = FreedWithin {
+        not_before: TTL / 2,
+        wait: TTL + SLACK,
+    };
+    let kill = || holder.signal(libc::SIGKILL);
+    let freed_after = freed_after_kill(kill, &other, ("k", held), bounds).await;
     assert!(
         freed_after <= TTL + SLACK,
         "free {freed_after:?} after the kill"
     );
-    assert!(
-        guard.token().get() > held,
-        "token {} after {held}",
-        guard.token()
-    );
-    guard.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frozen_holder_is_fenced_off_and_told_after_it_resumes() {
     let server = server("redis-sigstop").await;
     let resource = FencedResource::new();
-    let mut holder = holder(server.addr(), "sigstop").await;
-    let old_token: u64 = holder
-        .expect("HELD", Duration::from_secs(20))
-        .await
-        .parse()
-        .unwrap();
+    let (mut holder, old_token) = holder(server.addr(), "sigstop").await;
     resource.write(old_token, "from the first holder").unwrap();
     holder.signal(libc::SIGSTOP);
     let other = locker(server.addr(), "sigstop").await;
@@ -235,36 +221,60 @@ async fn an_acquire_whose_reply_was_lost_leaves_no_orphan_lock() {
     let server = server("redis-lost-reply").await;
     let url = server_url(server.addr(), "lost-reply", Duration::from_secs(30));
     let (a, b) = (connect(&url).await.unwrap(), connect(&url).await.unwrap());
-    // Both connected before the freeze. "warm" draws from the counter
-    // "k" shares (the namespace's).
-    let warm = a.try_lock("warm").await.unwrap().unwrap();
-    let warm_token = warm.token().get();
-    warm.release().await.unwrap();
-    assert!(b.inspect("k").await.unwrap().is_none());
-    server.pause().await.unwrap();
-    let attempt = a.try_lock("k").await;
-    assert!(
-        matches!(attempt, Err(LockError::Unavailable { .. })),
-        "{attempt:?}"
-    );
-    server.resume().unwrap();
-    let guard = distlock_testkit::eventually(SLACK * 3, "the lock to be free", || {
-        let b = b.clone();
-        async move {
-            match b.try_lock("k").await {
-                Ok(Some(guard)) => Ok(guard),
-                other => Err(format!("{other:?}")),
-            }
-        }
-    })
-    .await
-    .unwrap();
-    // The lost request did reach the server: it used the token after
-    // warm's.
+    let store = RedisRecords {
+        raw: raw_connection(&format!("redis://{}", server.addr())).await,
+        locker: b.clone(),
+    };
+    // "warm" draws from the counter "k" shares (the namespace's).
+    let plan = LostReply {
+        server: &server,
+        give_up: GiveUp::ResponseTimeout,
+        warm_key: "warm",
+        keys: &["k"],
+        reach_within: SLACK * 3,
+        clean_within: Some(SLACK * 3),
+    };
+    let seen = lost_reply(&plan, &store, &a, &b).await;
+    // The lost request used the token after warm's.
     assert_eq!(
-        guard.token().get(),
-        warm_token + 2,
+        seen.taken_token,
+        seen.warm_token + 2,
         "the lost acquisition was never applied"
     );
-    guard.release().await.unwrap();
+}
+
+/// A lock's keys on one server, read with a raw connection: the
+/// namespace's token counter and the lock's own keys.
+struct RedisRecords {
+    raw: ::redis::aio::MultiplexedConnection,
+    locker: Locker,
+}
+
+impl LostReplyStore for RedisRecords {
+    type Mark = u64;
+
+    async fn mark(&self) -> u64 {
+        let keys = RedisKeys::of(&self.locker.name("k").unwrap());
+        let counter: Option<u64> = self.raw.clone().get(&keys.token).await.unwrap();
+        counter.unwrap_or(0)
+    }
+
+    async fn reached(&self, before: &u64) -> Result<(), String> {
+        match self.mark().await {
+            now if now > *before => Ok(()),
+            now => Err(format!("token counter at {now}, {before} before")),
+        }
+    }
+
+    async fn kept(&self, key: &str) -> usize {
+        let keys = RedisKeys::of(&self.locker.name(key).unwrap());
+        let exist: usize = ::redis::cmd("EXISTS")
+            .arg(&keys.lock)
+            .arg(&keys.queue)
+            .arg(&keys.waiters)
+            .query_async(&mut self.raw.clone())
+            .await
+            .unwrap();
+        exist
+    }
 }

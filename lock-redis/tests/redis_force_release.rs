@@ -8,6 +8,7 @@ mod common;
 use std::time::Duration;
 
 use distlock_testkit::layout::RedisKeys;
+use distlock_testkit::redis::waiters_in_line;
 use lock_core::LockOptions;
 
 /// lock-redis's force release as the server runs it: its helpers, then
@@ -65,18 +66,9 @@ async fn a_force_release_sent_twice_spares_the_holder_it_handed_the_lock_to() {
     let mut raw = common::raw_redis().await;
     let name = holder.name("k").unwrap();
     // The waiter is in line before the override runs.
-    let queue = RedisKeys::of(&name).queue;
     distlock_testkit::wait::eventually(Duration::from_secs(5), "the waiter in line", || {
-        let mut raw = raw.clone();
-        let queue = queue.clone();
-        async move {
-            let waiting: i64 = ::redis::cmd("LLEN")
-                .arg(&queue)
-                .query_async(&mut raw)
-                .await
-                .unwrap();
-            waiting == 1
-        }
+        let (mut raw, name) = (raw.clone(), name.clone());
+        async move { waiters_in_line(&mut raw, &name).await.unwrap().len() == 1 }
     })
     .await
     .unwrap();

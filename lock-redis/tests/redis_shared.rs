@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::{connect, raw_redis};
 use distlock_testkit::layout::RedisKeys;
 use distlock_testkit::redis::{redlock_url, shared_redis_url, shared_redlock_servers};
-use distlock_testkit::{with_query, Server};
+use distlock_testkit::{assert_not_before, with_query, Server};
 use futures_util::StreamExt;
 use lock_core::backend::HoldKind;
 use lock_core::{LockError, LockGuard, LockOptions, Locker};
@@ -43,9 +43,33 @@ async fn query<T: ::redis::FromRedisValue>(
     cmd.query_async(raw).await.unwrap()
 }
 
-/// Waits until the line `list` (with its entries in `hash`) has `n` live
-/// places.
-async fn until_queued(list: &str, hash: &str, n: usize) {
+/// The line of `key` in `locker`'s namespace: the list of owners in
+/// line and the hash of their places, `kind` naming whose line it is
+/// (`""` for the lock's, `"permit"` for a semaphore's).
+struct Line {
+    list: String,
+    hash: String,
+}
+
+impl Line {
+    /// The line of `key`; see [`Line`].
+    fn of(locker: &Locker, key: &str, kind: &str) -> Self {
+        Line {
+            list: key_of(locker, key, &format!(":{kind}queue")),
+            hash: key_of(locker, key, &format!(":{kind}waiters")),
+        }
+    }
+}
+
+/// A permit of semaphore `pool` (limit `limit`) taken by `locker`.
+async fn pool_permit(locker: &Locker, limit: u32) -> LockGuard {
+    let pool = locker.semaphore("pool", limit).unwrap();
+    pool.acquire().await.unwrap()
+}
+
+/// Waits until `line` has `n` live places.
+async fn until_queued(line: &Line, n: usize) {
+    let (list, hash) = (&line.list, &line.hash);
     let mut raw = raw_redis().await;
     tokio::time::timeout(Duration::from_secs(10), async {
         loop {
@@ -153,16 +177,8 @@ async fn read_locks_and_permits_are_kept_in_sorted_sets() {
 #[tokio::test]
 async fn a_released_permit_is_announced_to_one_waiter_only() {
     let lockers = lockers("shared-one-grant", "10s", 4).await;
-    let (queue, waiters) = (
-        key_of(&lockers[0], "pool", ":permitqueue"),
-        key_of(&lockers[0], "pool", ":permitwaiters"),
-    );
-    let held = lockers[0]
-        .semaphore("pool", 1)
-        .unwrap()
-        .acquire()
-        .await
-        .unwrap();
+    let line = Line::of(&lockers[0], "pool", "permit");
+    let held = pool_permit(&lockers[0], 1).await;
     let mut tasks = Vec::new();
     for (i, locker) in lockers[1..].iter().enumerate() {
         let pool = locker.semaphore("pool", 1).unwrap();
@@ -170,11 +186,14 @@ async fn a_released_permit_is_announced_to_one_waiter_only() {
             pool.acquire_with(LockOptions::new().wait(Duration::from_secs(30)))
                 .await
         }));
-        until_queued(&queue, &waiters, i + 1).await;
+        until_queued(&line, i + 1).await;
     }
     let mut raw = raw_redis().await;
-    let line: Vec<String> =
-        query(&mut raw, ::redis::cmd("LRANGE").arg(&queue).arg(0).arg(-1)).await;
+    let owners: Vec<String> = query(
+        &mut raw,
+        ::redis::cmd("LRANGE").arg(&line.list).arg(0).arg(-1),
+    )
+    .await;
 
     let client = ::redis::Client::open(shared_redis_url().await.unwrap().as_str()).unwrap();
     let mut pubsub = client.get_async_pubsub().await.unwrap();
@@ -187,7 +206,7 @@ async fn a_released_permit_is_announced_to_one_waiter_only() {
     while let Ok(Some(message)) = tokio::time::timeout_at(until.into(), messages.next()).await {
         let payload: String = message.get_payload().unwrap();
         // Other tests share the server: count only hand-offs to our line.
-        if line
+        if owners
             .iter()
             .any(|owner| payload.ends_with(&format!(" {owner}")))
         {
@@ -196,7 +215,7 @@ async fn a_released_permit_is_announced_to_one_waiter_only() {
     }
     assert_eq!(ours.len(), 1, "hand-offs for one permit: {ours:?}");
     assert!(
-        ours[0].ends_with(&line[0]),
+        ours[0].ends_with(&owners[0]),
         "not the first in line: {ours:?}"
     );
     let done: Vec<bool> = tasks.iter().map(|t| t.is_finished()).collect();
@@ -212,10 +231,7 @@ async fn a_released_permit_is_announced_to_one_waiter_only() {
 #[tokio::test]
 async fn a_writer_release_lets_in_the_readers_right_behind_it() {
     let lockers = lockers("shared-batch", "10s", 5).await;
-    let (queue, waiters) = (
-        key_of(&lockers[0], "cfg", ":queue"),
-        key_of(&lockers[0], "cfg", ":waiters"),
-    );
+    let line = Line::of(&lockers[0], "cfg", "");
     let writer = lockers[0].rwlock("cfg").unwrap().write().await.unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(&str, LockGuard)>();
     let long = || LockOptions::new().wait(Duration::from_secs(30));
@@ -233,7 +249,7 @@ async fn a_writer_release_lets_in_the_readers_right_behind_it() {
             let _ = tx.send((what, guard?));
             Ok::<_, LockError>(())
         });
-        until_queued(&queue, &waiters, i + 1).await;
+        until_queued(&line, i + 1).await;
     }
     let quiet = |rx: &mut tokio::sync::mpsc::UnboundedReceiver<(&'static str, LockGuard)>| {
         rx.try_recv().map(|(what, _)| what).err()
@@ -297,10 +313,10 @@ async fn a_vanished_reader_is_swept_after_its_lease() {
         .write_with(LockOptions::new().wait(Duration::from_secs(5)))
         .await
         .unwrap();
-    assert!(
-        taken.elapsed() >= Duration::from_millis(900),
-        "{:?}",
-        taken.elapsed()
+    assert_not_before(
+        taken,
+        Duration::from_millis(900),
+        "the writer in, the vanished reader's lease alive",
     );
     let mut raw = raw_redis().await;
     for suffix in [":readers", ":readvalues"] {
@@ -320,12 +336,7 @@ async fn a_vanished_reader_is_swept_after_its_lease() {
 #[tokio::test]
 async fn the_limit_lives_as_long_as_the_permits() {
     let lockers = lockers("shared-limit", "1s", 2).await;
-    let held = lockers[0]
-        .semaphore("pool", 2)
-        .unwrap()
-        .acquire()
-        .await
-        .unwrap();
+    let held = pool_permit(&lockers[0], 2).await;
     // Three leases long: the permit lives on by renewals alone.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(held.is_held());

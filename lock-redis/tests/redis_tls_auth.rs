@@ -6,25 +6,19 @@
 
 mod common;
 
-use std::sync::OnceLock;
-
 use common::connect;
 use distlock_testkit::pki::Pki;
 use distlock_testkit::redis::redis_tls_spec;
+use distlock_testkit::refusals::{assert_refused, Refused};
 use distlock_testkit::{shared_server, Server};
 use lock_core::LockError;
 
 const PASSWORD: &str = "s3cret-pw";
 
-/// The certificates of this test binary.
-fn pki() -> &'static Pki {
-    static PKI: OnceLock<Pki> = OnceLock::new();
-    PKI.get_or_init(Pki::generate)
-}
-
-/// The server of this test binary, with [`pki`]'s server certificate.
+/// The server of this test binary, with [`Pki::shared`]'s server
+/// certificate.
 async fn secure_server() -> (&'static Server, &'static Pki) {
-    let pki = pki();
+    let pki = Pki::shared();
     let server = shared_server("redis-tls", || {
         redis_tls_spec(
             "redis-tls",
@@ -86,12 +80,8 @@ async fn a_wrong_password_is_refused_as_permission_denied() {
     let (server, pki) = secure_server().await;
     let wrong = ":not-the-password@";
     let error = refused(&url(server, wrong, &pki.tls_options(&pki.ca, true))).await;
-    assert!(
-        matches!(error, LockError::PermissionDenied { .. }),
-        "{error:?}"
-    );
-    let text = error.to_string();
-    assert!(text.contains("refused the user name or password"), "{text}");
+    let says = ["refused the user name or password"];
+    let text = assert_refused(&error, Refused::PermissionDenied, &says);
     assert!(!text.contains("not-the-password"), "{text}");
 }
 
@@ -105,16 +95,11 @@ async fn an_untrusted_server_certificate_is_refused() {
         &pki.tls_options(&pki.other_ca, true),
     ))
     .await;
-    assert!(
-        matches!(error, LockError::InvalidConfig { .. }),
-        "{error:?}"
-    );
-    let text = error.to_string();
-    assert!(
-        text.contains("the server's certificate is not signed by a CA we trust")
-            && text.contains("set tls_ca_file"),
-        "{text}"
-    );
+    let says = [
+        "the server's certificate is not signed by a CA we trust",
+        "set tls_ca_file",
+    ];
+    assert_refused(&error, Refused::InvalidConfig, &says);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -122,14 +107,9 @@ async fn a_missing_client_certificate_is_refused() {
     let (server, pki) = secure_server().await;
     let user_info = format!(":{PASSWORD}@");
     let error = refused(&url(server, &user_info, &pki.tls_options(&pki.ca, false))).await;
-    assert!(
-        matches!(error, LockError::InvalidConfig { .. }),
-        "{error:?}"
-    );
-    let text = error.to_string();
-    assert!(
-        text.contains("the server requires a client certificate")
-            && text.contains("set tls_cert_file and tls_key_file"),
-        "{text}"
-    );
+    let says = [
+        "the server requires a client certificate",
+        "set tls_cert_file and tls_key_file",
+    ];
+    assert_refused(&error, Refused::InvalidConfig, &says);
 }

@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{connect, holder_of, start};
+use common::{connect, holder_of, raw_connection, raw_redis, start};
 use distlock_testkit::layout::RedisKeys;
 use distlock_testkit::redis::{
     redis_spec, redlock_url, shared_cluster_url, shared_redis_url, shared_redlock_servers,
@@ -54,14 +54,6 @@ async fn redlock(namespace: &str) -> Locker {
     open(&redlock_url(servers.iter().map(Server::addr)), namespace).await
 }
 
-async fn raw(url: &str) -> ::redis::aio::MultiplexedConnection {
-    ::redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
-}
-
 /// The next state `watch` reports, within [`PATIENCE`].
 async fn next(watch: &mut HolderWatch) -> Option<LockInfo> {
     tokio::time::timeout(PATIENCE, watch.changed())
@@ -87,7 +79,7 @@ async fn get(raw: &mut ::redis::aio::MultiplexedConnection, key: &str) -> String
 #[tokio::test]
 async fn a_value_is_stored_after_a_newline_and_no_value_changes_nothing() {
     let locker = single("values-raw").await;
-    let mut raw = raw(&shared_redis_url().await.unwrap()).await;
+    let mut raw = raw_redis().await;
     let lock_key = RedisKeys::of(&locker.name("k").unwrap()).lock;
     let bare = locker.lock("k").await.unwrap();
     let stored = get(&mut raw, &lock_key).await;
@@ -175,7 +167,7 @@ async fn a_handed_off_lock_carries_the_waiters_value() {
         tokio::spawn(async move { locker.lock_with("k", options).await })
     };
     let name = locker.name("k").unwrap();
-    let raw = raw(&shared_redis_url().await.unwrap()).await;
+    let raw = raw_redis().await;
     distlock_testkit::eventually(PATIENCE, "the waiter queued", || {
         let (mut raw, name) = (raw.clone(), name.clone());
         async move {
@@ -328,11 +320,24 @@ async fn watch_sees_expiry(locker: &Locker) {
     );
 }
 
+/// `watcher` sees each change `changer` makes to each of `keys` (see
+/// [`watch_sees_each_change`]), then a lock expire.
+async fn watch_sees_changes_and_expiry(
+    watcher: &Locker,
+    changer: &Locker,
+    keys: &[&str],
+    every_value: bool,
+) {
+    for key in keys {
+        watch_sees_each_change(watcher, changer, key, every_value).await;
+    }
+    watch_sees_expiry(watcher).await;
+}
+
 #[tokio::test]
 async fn a_watch_on_one_instance_sees_each_change_and_expiry() {
     let (a, b) = (single("watch").await, single("watch").await);
-    watch_sees_each_change(&a, &b, "k", true).await;
-    watch_sees_expiry(&a).await;
+    watch_sees_changes_and_expiry(&a, &b, &["k"], true).await;
 }
 
 #[tokio::test]
@@ -340,17 +345,14 @@ async fn a_watch_on_a_cluster_sees_each_change_wherever_the_lock_lives() {
     let (a, b) = (cluster("watch").await, cluster("watch").await);
     // Keys on different slots, so on different masters than the node the
     // watch listens on.
-    for key in ["k-1", "k-2", "k-3", "k-4"] {
-        watch_sees_each_change(&a, &b, key, true).await;
-    }
-    watch_sees_expiry(&a).await;
+    let keys = ["k-1", "k-2", "k-3", "k-4"];
+    watch_sees_changes_and_expiry(&a, &b, &keys, true).await;
 }
 
 #[tokio::test]
 async fn a_watch_on_redlock_sees_each_change_and_expiry() {
     let (a, b) = (redlock("watch").await, redlock("watch").await);
-    watch_sees_each_change(&a, &b, "k", false).await;
-    watch_sees_expiry(&a).await;
+    watch_sees_changes_and_expiry(&a, &b, &["k"], false).await;
 }
 
 #[tokio::test]
@@ -361,7 +363,7 @@ async fn a_watch_resumes_after_its_pub_sub_connection_is_killed() {
         .await
         .unwrap();
     let (mut watch, guard) = watch_then_take(&locker, &locker, "k", "before").await;
-    let mut raw = raw(&url).await;
+    let mut raw = raw_connection(&url).await;
     let killed: i64 = ::redis::cmd("CLIENT")
         .arg("KILL")
         .arg("TYPE")

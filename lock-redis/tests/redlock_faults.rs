@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{connect, holder_of};
+use common::{connect, holder_of, raw_connection};
 use distlock_testkit::redis::{redlock_url, start_masters, TEST_TIMEOUTS};
 use distlock_testkit::Server;
 use lock_core::{LockError, LockOptions, Locker};
@@ -149,11 +149,7 @@ async fn a_failed_quorum_leaves_nothing_on_the_masters_that_granted() {
     );
     let keys = distlock_testkit::layout::RedisKeys::of(&locker.name("k").unwrap());
     for i in [0, 3] {
-        let mut raw = ::redis::Client::open(format!("redis://{}", servers[i].addr()))
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
+        let mut raw = raw_connection(&format!("redis://{}", servers[i].addr())).await;
         let left: bool = ::redis::cmd("EXISTS")
             .arg(&keys.lock)
             .query_async(&mut raw)

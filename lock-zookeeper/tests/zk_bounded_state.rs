@@ -22,7 +22,7 @@ use std::time::Duration;
 use distlock_testkit::eventually;
 use distlock_testkit::workload::touch_names;
 use distlock_testkit::zookeeper::{
-    raw_client, srvr_number, standalone_spec_with, zk_url, ZkSettings,
+    raw_client, srvr_number, start_standalone_with, zk_url, ZkSettings,
 };
 use zookeeper_client::Error as ZkError;
 
@@ -38,11 +38,7 @@ async fn released_names_leave_nothing_once_containers_are_reclaimed() {
     let settings = ZkSettings::default()
         .property("znode.container.checkIntervalMs", 500)
         .property("znode.container.maxPerMinute", 6_000_000);
-    let server = standalone_spec_with(settings)
-        .unwrap()
-        .start()
-        .await
-        .unwrap();
+    let server = start_standalone_with(settings).await.unwrap();
     let addr = server.addr();
     let before = srvr_number(addr, "Node count").await.unwrap();
     let url = zk_url(&[addr], BASE, "namespace=bounded&ttl=10s");

@@ -15,9 +15,14 @@ mod common;
 use std::time::Duration;
 
 use common::connect;
+use distlock_testkit::layout::{zk_contenders, zk_lock_dir};
 use distlock_testkit::probe::tcp_answer;
-use distlock_testkit::zookeeper::{standalone_spec, zk_url};
-use distlock_testkit::{eventually, Server};
+use distlock_testkit::scenarios::lost_reply::{lost_reply, GiveUp, LostReply, LostReplyStore};
+use distlock_testkit::zookeeper::{raw_client, standalone_spec, zk_url};
+use distlock_testkit::Server;
+use lock_core::Locker;
+
+const BASE: &str = "/lost";
 
 /// The server's last zxid, from `srvr`.
 async fn zxid(server: &Server) -> u64 {
@@ -34,45 +39,56 @@ async fn an_acquire_whose_reply_was_lost_leaves_no_orphan_node() {
     let server = standalone_spec().unwrap().start().await.unwrap();
     // A 10 s session: the client library would give up on the frozen
     // server after 4 s; the caller gives up after 1 s.
-    let url = zk_url(&[server.addr()], "/lost", "ttl=10s&connect_timeout=1s");
+    let url = zk_url(&[server.addr()], BASE, "ttl=10s&connect_timeout=1s");
     let (a, b) = (connect(&url).await.unwrap(), connect(&url).await.unwrap());
-    // Sessions open and the lock's directory made before the freeze.
-    a.try_lock("k")
-        .await
-        .unwrap()
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
-    assert!(b.inspect("k").await.unwrap().is_none());
-    let before = zxid(&server).await;
+    let store = ZkRecords {
+        server: &server,
+        raw: raw_client(&[server.addr()]).await.unwrap(),
+        locker: b.clone(),
+    };
+    // Sessions open and the lock's directory made before the freeze (the
+    // warm-up takes the key itself). Nothing of the late create may stay:
+    // the key is free at once.
+    let plan = LostReply {
+        server: &server,
+        give_up: GiveUp::Deadline(Duration::from_secs(1)),
+        warm_key: "k",
+        keys: &["k"],
+        reach_within: Duration::from_secs(10),
+        clean_within: None,
+    };
+    lost_reply(&plan, &store, &a, &b).await;
+}
 
-    server.pause().await.unwrap();
-    let attempt = tokio::time::timeout(Duration::from_secs(1), a.try_lock("k")).await;
-    assert!(attempt.is_err(), "answered by a frozen server: {attempt:?}");
-    server.resume().unwrap();
-    // The server now applies the create it had buffered, and the
-    // abandoned call's clean-up deletes the node: two writes.
-    eventually(
-        Duration::from_secs(10),
-        "the late create and its clean-up",
-        || {
-            let server = &server;
-            async move {
-                let now = zxid(server).await;
-                if now >= before + 2 {
-                    Ok(())
-                } else {
-                    Err(format!("zxid {now}, {before} before the freeze"))
-                }
-            }
-        },
-    )
-    .await
-    .unwrap();
+/// The server's zxid and a lock's contender nodes, read from outside
+/// distlock.
+struct ZkRecords<'a> {
+    server: &'a Server,
+    raw: zookeeper_client::Client,
+    locker: Locker,
+}
 
-    // Nothing of it stays: the key is free at once.
-    let guard = b.try_lock("k").await.unwrap();
-    assert!(guard.is_some(), "an orphan node holds the lock");
-    guard.unwrap().release().await.unwrap();
+impl LostReplyStore for ZkRecords<'_> {
+    /// The last zxid.
+    type Mark = u64;
+
+    async fn mark(&self) -> u64 {
+        zxid(self.server).await
+    }
+
+    /// Two writes since `before`: the server applies the create it had
+    /// buffered, and the abandoned call's clean-up deletes the node.
+    async fn reached(&self, before: &u64) -> Result<(), String> {
+        match zxid(self.server).await {
+            now if now >= before + 2 => Ok(()),
+            now => Err(format!("zxid {now}, {before} before the freeze")),
+        }
+    }
+
+    /// The contender nodes in the key's lock directory.
+    async fn kept(&self, key: &str) -> usize {
+        let dir = zk_lock_dir(BASE, &self.locker.name(key).unwrap());
+        let children = self.raw.list_children(&dir).await.unwrap();
+        zk_contenders(&children).len()
+    }
 }

@@ -20,7 +20,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use distlock_testkit::eventually;
-use distlock_testkit::zookeeper::{srvr_number, standalone_spec_with, zk_url, ZkSettings};
+use distlock_testkit::zookeeper::{srvr_number, start_standalone_with, zk_url, ZkSettings};
 use futures_util::StreamExt;
 use lock_core::Locker;
 use tracing::{Event, Level, Subscriber};
@@ -99,11 +99,7 @@ async fn dropped_lockers_close_their_sessions_cleanly_and_at_once() {
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(ClientWarnings))
         .expect("the only subscriber of this test binary");
     // ZooKeeper's defaults, 60 connections per client address included.
-    let server = standalone_spec_with(ZkSettings::default())
-        .unwrap()
-        .start()
-        .await
-        .unwrap();
+    let server = start_standalone_with(ZkSettings::default()).await.unwrap();
     let addr = server.addr();
     // The probe's own connection.
     let idle = srvr_number(addr, "Connections").await.unwrap();

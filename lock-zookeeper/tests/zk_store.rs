@@ -39,6 +39,16 @@ impl SharedZk {
         zk_url(&self.addrs, BASE, "")
     }
 
+    /// The lock URL with keys in `namespace` and sessions of `ttl`.
+    fn url_in(&self, namespace: &str, ttl: &str) -> String {
+        with_query(&self.url(), &format!("namespace={namespace}&ttl={ttl}"))
+    }
+
+    /// A locker on [`Self::url_in`].
+    async fn locker(&self, namespace: &str, ttl: &str) -> Locker {
+        connect(&self.url_in(namespace, ttl)).await.unwrap()
+    }
+
     /// A plain session (no chroot, no auth), as an operator would use.
     async fn raw_client(&self) -> zookeeper_client::Client {
         raw_client(&self.addrs).await.unwrap()
@@ -82,8 +92,7 @@ async fn a_lock_removed_from_outside_is_reported_lost_before_and_after_its_watch
     use std::time::Duration;
 
     let zk = shared_zk().await;
-    let url = with_query(&zk.url(), "namespace=zk-own-watch&ttl=10s");
-    let locker = connect(&url).await.unwrap();
+    let locker = zk.locker("zk-own-watch", "10s").await;
     for held_for in [Duration::ZERO, Duration::from_millis(400)] {
         let guard = locker.lock("k").await.unwrap();
         tokio::time::sleep(held_for).await;
@@ -118,12 +127,8 @@ async fn purging_a_namespace_removes_its_subtree_and_nothing_else() {
     use std::time::Duration;
 
     let zk = shared_zk().await;
-    let purged = connect(&with_query(&zk.url(), "namespace=zk-purged&ttl=10s"))
-        .await
-        .unwrap();
-    let kept = connect(&with_query(&zk.url(), "namespace=zk-kept&ttl=10s"))
-        .await
-        .unwrap();
+    let purged = zk.locker("zk-purged", "10s").await;
+    let kept = zk.locker("zk-kept", "10s").await;
     let mut guards = Vec::new();
     for key in ["a", "a/b/c", "x y/z"] {
         guards.push(purged.lock(key).await.unwrap());
@@ -164,7 +169,7 @@ async fn purging_a_namespace_removes_its_subtree_and_nothing_else() {
 /// How an acquire entered the queue, and what its token is, as the server
 /// sees it.
 mod entry {
-    use super::{connect, shared_zk, with_query, SharedZk};
+    use super::{shared_zk, SharedZk};
     use distlock_testkit::eventually;
     use distlock_testkit::layout::zk_contenders;
     use lock_core::{LockGuard, Locker};
@@ -195,8 +200,7 @@ mod entry {
     }
 
     async fn open(zk: &SharedZk, namespace: &str) -> Locker {
-        let url = with_query(&zk.url(), &format!("namespace={namespace}&ttl=10s"));
-        connect(&url).await.unwrap()
+        zk.locker(namespace, "10s").await
     }
 
     /// A locker in `namespace`, a raw session, and the contenders
@@ -307,7 +311,7 @@ mod entry {
 /// node as it deletes it, and the waiter behind it takes the lock on that
 /// mark alone, with no listing in between (see lock-zookeeper's `ahead`).
 mod handoff {
-    use super::{connect, shared_zk, with_query};
+    use super::{connect, shared_zk};
     use crate::common::taken;
     use distlock_testkit::eventually;
     use distlock_testkit::layout::zk_contenders;
@@ -343,7 +347,7 @@ mod handoff {
     #[tokio::test]
     async fn the_waiter_behind_a_released_holder_takes_the_lock_without_listing() {
         let zk = shared_zk().await;
-        let url = with_query(&zk.url(), "namespace=zk-handoff&ttl=10s");
+        let url = zk.url_in("zk-handoff", "10s");
         let (a, b, c) = (
             connect(&url).await.unwrap(),
             connect(&url).await.unwrap(),
@@ -393,7 +397,7 @@ mod handoff {
     #[tokio::test]
     async fn a_node_that_refuses_the_mark_is_still_released() {
         let zk = shared_zk().await;
-        let url = with_query(&zk.url(), "namespace=zk-handoff-acl&ttl=10s");
+        let url = zk.url_in("zk-handoff-acl", "10s");
         let (a, b) = (connect(&url).await.unwrap(), connect(&url).await.unwrap());
         let raw = zk.raw_client().await;
         let dir = zk.lock_dir(&a, "k");
@@ -425,8 +429,7 @@ mod handoff {
 #[tokio::test]
 async fn a_guard_frozen_past_its_session_timeout_says_lost_before_any_timer_runs() {
     let zk = shared_zk().await;
-    let url = with_query(&zk.url(), "namespace=frozen-past-session&ttl=2s");
-    let locker = connect(&url).await.unwrap();
+    let locker = zk.locker("frozen-past-session", "2s").await;
     let guard = locker.lock("k").await.unwrap();
     assert!(guard.is_held());
     // Blocks the only runtime thread, as SIGSTOP would the process.

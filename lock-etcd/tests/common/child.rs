@@ -2,11 +2,33 @@
 //! what to do through an environment variable, reporting line by line on
 //! its stdout. For lock holders and leaders that must be paused or killed.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use distlock_testkit::{signal_group, spawn_child};
+use distlock_testkit::{
+    assert_not_before, signal_group, spawn_child, this_binary_running, FencedResource,
+};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
+
+/// How long a child's 2 s lease, renewed every third of it, runs at
+/// least after the child is frozen.
+pub(crate) const LEASE_LEFT: Duration = Duration::from_millis(1200);
+
+/// The successor of a child frozen at `paused_at`, with token (or term)
+/// `new` after the child's `old`: panics unless it came in no sooner than
+/// the child's lease could end and `new` is above `old`, then writes
+/// `value` to `resource` with `new`.
+#[allow(dead_code)] // each binary uses what it needs
+pub(crate) fn successor_writes(
+    resource: &FencedResource,
+    paused_at: Instant,
+    (old, new): (u64, u64),
+    value: &str,
+) {
+    assert_not_before(paused_at, LEASE_LEFT, "in after the pause, the lease alive");
+    assert!(new > old, "{new} after {old}");
+    resource.write(new, value).unwrap();
+}
 
 /// A child process and the lines it printed.
 pub(crate) struct Child {
@@ -17,9 +39,8 @@ pub(crate) struct Child {
 impl Child {
     /// Runs the ignored test `test` of this binary with `var=value` set.
     pub(crate) async fn spawn(test: &str, var: &str, value: &str) -> Child {
-        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+        let mut command = this_binary_running(test);
         command
-            .args(["--exact", test, "--ignored", "--nocapture"])
             .env(var, value)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null());

@@ -4,10 +4,10 @@
 //! stdout.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::time::{Duration, Instant};
 
-use distlock_testkit::{resume_group, spawn_child};
+use distlock_testkit::{resume_group, spawn_child, this_binary_running};
 use lock_core::Locker;
 use tokio::sync::mpsc;
 
@@ -29,15 +29,8 @@ impl Helper {
     /// own (and process group), with `var` set to `url`; see
     /// [`helper_locker`].
     pub(crate) async fn start(who: &'static str, test: &str, var: &str, url: String) -> Self {
-        let mut command = Command::new(std::env::current_exe().unwrap());
+        let mut command = this_binary_running(test);
         command
-            .args([
-                "--exact",
-                test,
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
             .env(var, url)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -43,7 +43,13 @@ pub(crate) async fn holder_of(locker: &Locker, key: &str, why: &str) -> LockInfo
 /// keys from outside distlock.
 pub(crate) async fn raw_redis() -> ::redis::aio::MultiplexedConnection {
     let url = distlock_testkit::redis::shared_redis_url().await.unwrap();
-    ::redis::Client::open(url.as_str())
+    raw_connection(&url).await
+}
+
+/// A raw connection to the server `url` names, for looking at a lock's
+/// keys from outside distlock.
+pub(crate) async fn raw_connection(url: &str) -> ::redis::aio::MultiplexedConnection {
+    ::redis::Client::open(url)
         .unwrap()
         .get_multiplexed_async_connection()
         .await

@@ -13,7 +13,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use common::connect;
+use common::{connect, raw_connection};
 use distlock_testkit::layout::RedisKeys;
 use distlock_testkit::redis::{
     redlock_url, shared_cluster_url, shared_redis_url, shared_redlock_servers,
@@ -103,7 +103,7 @@ impl Deployment {
                 .config;
             Raw::Cluster(config.cluster_connection().await.unwrap())
         } else {
-            Raw::Server(server(&self.masters[0]).await)
+            Raw::Server(raw_connection(&self.masters[0]).await)
         }
     }
 
@@ -117,18 +117,9 @@ impl Deployment {
     }
 }
 
-/// A raw connection to one server, for looking at keys from outside.
-async fn server(url: &str) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
-}
-
 /// Every key of `namespace` on the server at `url`, with its PTTL.
 async fn scan(url: &str, namespace: &str) -> Vec<(String, i64)> {
-    let mut raw = server(url).await;
+    let mut raw = raw_connection(url).await;
     let pattern = format!("distlock:{{{namespace}:*");
     let mut found = Vec::new();
     let mut cursor = String::from("0");
@@ -387,25 +378,25 @@ async fn bounded(d: Deployment, namespace: &str) {
     only_counters_left(&d, namespace, &probed).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_server_keeps_one_counter_per_namespace() {
-    bounded(Deployment::single().await, "bounded-single").await;
+/// One test per deployment, each running `scenario` on it in a
+/// namespace of its own: `test => Deployment::<constructor>, "namespace";`.
+macro_rules! on_each_deployment {
+    ($scenario:ident { $($test:ident => $deployment:ident, $namespace:literal;)+ }) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                $scenario(Deployment::$deployment().await, $namespace).await;
+            }
+        )+
+    };
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cluster_keeps_at_most_one_counter_per_slot() {
-    bounded(Deployment::cluster().await, "bounded-cluster").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sentinel_master_keeps_one_counter_per_namespace() {
-    bounded(Deployment::sentinel().await, "bounded-sentinel").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_redlock_master_keeps_one_counter_per_namespace() {
-    bounded(Deployment::redlock().await, "bounded-redlock").await;
-}
+on_each_deployment!(bounded {
+    one_server_keeps_one_counter_per_namespace => single, "bounded-single";
+    a_cluster_keeps_at_most_one_counter_per_slot => cluster, "bounded-cluster";
+    a_sentinel_master_keeps_one_counter_per_namespace => sentinel, "bounded-sentinel";
+    each_redlock_master_keeps_one_counter_per_namespace => redlock, "bounded-redlock";
+});
 
 /// A watch leaves its marker, which expires: nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,7 +14,7 @@ async fn fill(d: &Deployment, namespace: &str) {
         raws.push(d.raw().await);
     } else {
         for master in &d.masters {
-            raws.push(Raw::Server(server(master).await));
+            raws.push(Raw::Server(raw_connection(master).await));
         }
     }
     for raw in raws {
@@ -94,22 +94,9 @@ async fn purge_spares_others(d: Deployment, prefix: &str) {
     assert_eq!(d.keys_of(&filler).await.concat(), []);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn purging_one_server() {
-    purge_spares_others(Deployment::single().await, "purge-single").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn purging_a_cluster() {
-    purge_spares_others(Deployment::cluster().await, "purge-cluster").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn purging_a_sentinel_master() {
-    purge_spares_others(Deployment::sentinel().await, "purge-sentinel").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn purging_redlock_masters() {
-    purge_spares_others(Deployment::redlock().await, "purge-redlock").await;
-}
+on_each_deployment!(purge_spares_others {
+    purging_one_server => single, "purge-single";
+    purging_a_cluster => cluster, "purge-cluster";
+    purging_a_sentinel_master => sentinel, "purge-sentinel";
+    purging_redlock_masters => redlock, "purge-redlock";
+});

@@ -4,10 +4,10 @@
 
 #![allow(dead_code)] // not every test binary uses every method
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-use distlock_testkit::{signal_group, spawn_child};
+use distlock_testkit::{signal_group, spawn_child, this_binary_running};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 
@@ -23,9 +23,8 @@ impl Helper {
     /// Runs the ignored test `test` of this binary in a process of its
     /// own, with the environment variables `env` set.
     pub(crate) async fn start(test: &str, env: &[(&str, &str)]) -> Self {
-        let mut command = Command::new(std::env::current_exe().unwrap());
+        let mut command = this_binary_running(test);
         command
-            .args(["--exact", test, "--ignored", "--nocapture"])
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
