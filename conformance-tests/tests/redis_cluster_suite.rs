@@ -15,4 +15,4 @@ async fn cluster_factory() -> StoreFactory {
     common::redis_factory(&shared_cluster_url().await, "a Redis Cluster")
 }
 
-unproxied_conformance_tests!(redis_cluster, cluster_factory);
+conformance_tests_lacking!(redis_cluster, cluster_factory, [outages]);

@@ -17,4 +17,4 @@ async fn sentinel_factory() -> StoreFactory {
     common::redis_factory(&shared_sentinel_url().await, "a Redis Sentinel group")
 }
 
-unproxied_conformance_tests!(redis_sentinel, sentinel_factory);
+conformance_tests_lacking!(redis_sentinel, sentinel_factory, [outages]);
