@@ -3,6 +3,9 @@
 //! 3-member cluster (`etcd_cluster::…`), both spawned by the testkit. A
 //! lock is taken away by deleting its holder's queue entry.
 
+#[macro_use]
+mod common;
+
 use std::net::SocketAddr;
 
 use conformance_tests::{DeleteEtcdHolder, StoreFactory};
@@ -37,24 +40,5 @@ async fn etcd_cluster_factory() -> StoreFactory {
     factory(etcd_url(members.clone()), members)
 }
 
-// Locks live as long as the session lease (no per-lock expiry).
-lock_core::conformance_tests!(
-    etcd,
-    etcd_factory,
-    not_applicable: [
-        abandoned_lock_is_freed_after_ttl,
-        loss_is_signalled_before_others_can_acquire,
-        stalled_leader_is_replaced_after_ttl,
-        watch_reports_expiry,
-    ]
-);
-lock_core::conformance_tests!(
-    etcd_cluster,
-    etcd_cluster_factory,
-    not_applicable: [
-        abandoned_lock_is_freed_after_ttl,
-        loss_is_signalled_before_others_can_acquire,
-        stalled_leader_is_replaced_after_ttl,
-        watch_reports_expiry,
-    ]
-);
+conformance_tests_lacking!(etcd, etcd_factory, [per_lock_expiry]);
+conformance_tests_lacking!(etcd_cluster, etcd_cluster_factory, [per_lock_expiry]);

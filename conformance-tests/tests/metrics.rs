@@ -160,6 +160,14 @@ async fn scenario(a: &Locker, b: &Locker, namespace: &str, store: &str) {
     }
 }
 
+/// Runs [`scenario`] on two lockers of `url` (in `namespace`, of
+/// `backend`).
+async fn scenario_at(url: &str, namespace: &str, backend: &str) {
+    let a = distlock::connect(url).await.unwrap();
+    let b = distlock::connect(url).await.unwrap();
+    scenario(&a, &b, namespace, backend).await;
+}
+
 fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", fastrand::u32(..))
 }
@@ -168,23 +176,19 @@ fn unique(prefix: &str) -> String {
 async fn the_memory_store_reports_every_metric() {
     let namespace = unique("metrics-mem");
     let url = format!("mem://{namespace}?ttl=1s&namespace={namespace}");
-    let (a, b) = (
-        distlock::connect(&url).await.unwrap(),
-        distlock::connect(&url).await.unwrap(),
-    );
-    scenario(&a, &b, &namespace, "mem").await;
+    scenario_at(&url, &namespace, "mem").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_reports_every_metric_and_its_errors() {
     let base = shared_redis_url().await.expect("redis server");
     let namespace = unique("metrics-redis");
-    let url = format!("{base}?ttl=1s&namespace={namespace}");
-    let (a, b) = (
-        distlock::connect(&url).await.unwrap(),
-        distlock::connect(&url).await.unwrap(),
-    );
-    scenario(&a, &b, &namespace, "redis").await;
+    scenario_at(
+        &format!("{base}?ttl=1s&namespace={namespace}"),
+        &namespace,
+        "redis",
+    )
+    .await;
 
     // A store that cannot be reached: counted as a store error.
     let target = base

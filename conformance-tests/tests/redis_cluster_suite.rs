@@ -5,24 +5,14 @@
 //! addresses, so a client cannot be kept behind a fault proxy. The single
 //! instance suite covers the connection handling, which is the same.
 
+#[macro_use]
+mod common;
+
 use conformance_tests::StoreFactory;
-use distlock_testkit::redis::{shared_cluster_url, TEST_TIMEOUTS};
-use distlock_testkit::with_query;
+use distlock_testkit::redis::shared_cluster_url;
 
 async fn cluster_factory() -> StoreFactory {
-    let base = shared_cluster_url()
-        .await
-        .expect("a Redis Cluster for the suite");
-    StoreFactory::new(with_query(&base, TEST_TIMEOUTS))
+    common::redis_factory(&shared_cluster_url().await, "a Redis Cluster")
 }
 
-// Cluster clients follow the addresses the nodes announce, so they
-// cannot be put behind the fault proxy.
-lock_core::conformance_tests!(
-    redis_cluster,
-    cluster_factory,
-    not_applicable: [
-        unreachable_store_gives_unavailable_then_recovers,
-        guard_dropped_while_unreachable_frees_the_lock_once_back,
-    ]
-);
+conformance_tests_lacking!(redis_cluster, cluster_factory, [outages]);

@@ -7,25 +7,14 @@
 //! instance suite covers the connection handling; following the master
 //! across a failover is tested in the Redis store's own tests.
 
+#[macro_use]
+mod common;
+
 use conformance_tests::StoreFactory;
-use distlock_testkit::redis::TEST_TIMEOUTS;
 use distlock_testkit::redis_sentinel::shared_sentinel_url;
-use distlock_testkit::with_query;
 
 async fn sentinel_factory() -> StoreFactory {
-    let base = shared_sentinel_url()
-        .await
-        .expect("a Redis Sentinel group for the suite");
-    StoreFactory::new(with_query(&base, TEST_TIMEOUTS))
+    common::redis_factory(&shared_sentinel_url().await, "a Redis Sentinel group")
 }
 
-// The sentinels hand out the master's own address, so the client cannot
-// be put behind the fault proxy.
-lock_core::conformance_tests!(
-    redis_sentinel,
-    sentinel_factory,
-    not_applicable: [
-        unreachable_store_gives_unavailable_then_recovers,
-        guard_dropped_while_unreachable_frees_the_lock_once_back,
-    ]
-);
+conformance_tests_lacking!(redis_sentinel, sentinel_factory, [outages]);

@@ -1,6 +1,9 @@
 //! The conformance suite against the file backend, opened by URL through
 //! the `distlock` facade, on one temp directory shared by the cases.
 
+#[macro_use]
+mod common;
+
 use std::sync::OnceLock;
 
 use distlock::conformance::{async_trait, CaseSettings, LockerFactory, UrlFactory};
@@ -61,35 +64,11 @@ async fn file_fsync_factory() -> FileFactory {
 
 // Locks live with the process that holds them (no lease runs out) and
 // there is no network to cut.
-lock_core::conformance_tests!(
-    file,
-    file_factory,
-    not_applicable: [
-        abandoned_lock_is_freed_after_ttl,
-        tokens_increase_across_expiry,
-        watch_reports_expiry,
-        stalled_leader_is_replaced_after_ttl,
-        loss_is_signalled_before_others_can_acquire,
-        lost_fires_for_read_locks_and_permits,
-        vanished_permit_returns_after_ttl,
-        unreachable_store_gives_unavailable_then_recovers,
-        guard_dropped_while_unreachable_frees_the_lock_once_back,
-    ]
-);
-lock_core::conformance_tests!(
+conformance_tests_lacking!(file, file_factory, [per_lock_expiry, leases, outages]);
+conformance_tests_lacking!(
     file_fsync,
     file_fsync_factory,
-    not_applicable: [
-        abandoned_lock_is_freed_after_ttl,
-        tokens_increase_across_expiry,
-        watch_reports_expiry,
-        stalled_leader_is_replaced_after_ttl,
-        loss_is_signalled_before_others_can_acquire,
-        lost_fires_for_read_locks_and_permits,
-        vanished_permit_returns_after_ttl,
-        unreachable_store_gives_unavailable_then_recovers,
-        guard_dropped_while_unreachable_frees_the_lock_once_back,
-    ]
+    [per_lock_expiry, leases, outages]
 );
 
 /// flock(2) locks do not expire and cannot be broken, and other processes

@@ -3,6 +3,9 @@
 //! 3-server ensemble (one per test binary, started on first use). A lock
 //! is taken away by deleting its holder's node.
 
+#[macro_use]
+mod common;
+
 use std::net::SocketAddr;
 
 use conformance_tests::{DeleteZkHolder, StoreFactory};
@@ -35,24 +38,5 @@ async fn ensemble_factory() -> StoreFactory {
     factory(ensemble.client_addrs(), "/suite-ensemble")
 }
 
-// Locks live as long as the session (no per-lock expiry).
-lock_core::conformance_tests!(
-    zookeeper,
-    zk_factory,
-    not_applicable: [
-        abandoned_lock_is_freed_after_ttl,
-        loss_is_signalled_before_others_can_acquire,
-        stalled_leader_is_replaced_after_ttl,
-        watch_reports_expiry,
-    ]
-);
-lock_core::conformance_tests!(
-    zookeeper_ensemble,
-    ensemble_factory,
-    not_applicable: [
-        abandoned_lock_is_freed_after_ttl,
-        loss_is_signalled_before_others_can_acquire,
-        stalled_leader_is_replaced_after_ttl,
-        watch_reports_expiry,
-    ]
-);
+conformance_tests_lacking!(zookeeper, zk_factory, [per_lock_expiry]);
+conformance_tests_lacking!(zookeeper_ensemble, ensemble_factory, [per_lock_expiry]);

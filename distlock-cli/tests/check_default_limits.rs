@@ -18,7 +18,8 @@ use std::process::Output;
 use std::sync::Mutex;
 
 use common::{
-    distlock_at, output_within, stderr, stdout, test_server, unique_options, CHECK_LIMIT,
+    assert_check_passed, distlock_at, output_within, stderr, stdout, test_server, unique_options,
+    CHECK_LIMIT,
 };
 use distlock_testkit::shared_server;
 use distlock_testkit::zookeeper::{standalone_spec_with, zk_url, ZkSettings};
@@ -41,15 +42,7 @@ fn check_on_stock_zookeeper(test: &str) -> Output {
 
 #[test]
 fn check_passes_on_a_zookeeper_with_default_limits() {
-    let out = check_on_stock_zookeeper("limits");
-    let text = stdout(&out);
-    assert!(
-        out.status.success(),
-        "check failed:\n{text}\n{}",
-        stderr(&out)
-    );
-    let summary = text.lines().last().expect("a summary line");
-    assert!(summary.contains(" passed, 0 failed, "), "{summary}");
+    assert_check_passed(&check_on_stock_zookeeper("limits"), "zookeeper");
 }
 
 #[test]

@@ -25,12 +25,21 @@ fn assert_usage_error(args: &[&str], expected: &str) {
     );
 }
 
-/// [`assert_usage_error`] for `distlock --url <a fresh file store> ARGS`.
-fn assert_usage_error_on_a_store(args: &[&str], expected: &str) {
-    let store = Store::new();
-    let mut full = vec!["--url", store.url.as_str()];
+/// [`assert_usage_error`] for `distlock --url URL ARGS`.
+fn assert_usage_error_at(url: &str, args: &[&str], expected: &str) {
+    let mut full = vec!["--url", url];
     full.extend_from_slice(args);
     assert_usage_error(&full, expected);
+}
+
+/// [`assert_usage_error`] for `distlock --url mem:// ARGS`.
+fn assert_usage_error_in_memory(args: &[&str], expected: &str) {
+    assert_usage_error_at("mem://", args, expected);
+}
+
+/// [`assert_usage_error`] for `distlock --url <a fresh file store> ARGS`.
+fn assert_usage_error_on_a_store(args: &[&str], expected: &str) {
+    assert_usage_error_at(&Store::new().url, args, expected);
 }
 
 #[test]
@@ -64,15 +73,9 @@ fn unknown_scheme_is_a_usage_error() {
 
 #[test]
 fn bad_url_options_are_usage_errors() {
-    assert_usage_error(
-        &["--url", "mem://?ttl=abc", "run", "k", "--", "true"],
-        "`ttl`",
-    );
-    assert_usage_error(
-        &["--url", "mem://?ttl=0", "run", "k", "--", "true"],
-        "`ttl`",
-    );
-    assert_usage_error(&["--url", "mem://?colour=red", "status", "k"], "`colour`");
+    assert_usage_error_at("mem://?ttl=abc", &["run", "k", "--", "true"], "`ttl`");
+    assert_usage_error_at("mem://?ttl=0", &["run", "k", "--", "true"], "`ttl`");
+    assert_usage_error_at("mem://?colour=red", &["status", "k"], "`colour`");
 }
 
 #[test]
@@ -142,40 +145,17 @@ fn bad_redis_url_is_a_usage_error_without_the_password() {
 
 #[test]
 fn bad_durations_and_counts_are_usage_errors() {
-    assert_usage_error(
-        &["--url", "mem://", "run", "k", "--wait", "abc", "--", "true"],
-        "--wait",
-    );
-    assert_usage_error(
-        &[
-            "--url", "mem://", "run", "k", "--grace", "soon", "--", "true",
-        ],
-        "--grace",
-    );
-    assert_usage_error(
-        &[
-            "--url",
-            "mem://",
-            "run",
-            "k",
-            "--on-lost",
-            "panic",
-            "--",
-            "true",
-        ],
+    assert_usage_error_in_memory(&["run", "k", "--wait", "abc", "--", "true"], "--wait");
+    assert_usage_error_in_memory(&["run", "k", "--grace", "soon", "--", "true"], "--grace");
+    assert_usage_error_in_memory(
+        &["run", "k", "--on-lost", "panic", "--", "true"],
         "--on-lost",
     );
-    assert_usage_error(&["--url", "mem://", "bench", "--clients", "0"], "--clients");
-    assert_usage_error(
-        &["--url", "mem://", "bench", "--duration", "0s"],
-        "--duration",
-    );
-    assert_usage_error(
-        &["--url", "mem://", "bench", "--hold", "5", "--clients", "2"],
-        "--clients",
-    );
-    assert_usage_error(&["--url", "mem://", "bench", "--hold", "0"], "--hold");
-    assert_usage_error(&["--url", "mem://", "bench", "--hold-for", "1s"], "--hold");
+    assert_usage_error_in_memory(&["bench", "--clients", "0"], "--clients");
+    assert_usage_error_in_memory(&["bench", "--duration", "0s"], "--duration");
+    assert_usage_error_in_memory(&["bench", "--hold", "5", "--clients", "2"], "--clients");
+    assert_usage_error_in_memory(&["bench", "--hold", "0"], "--hold");
+    assert_usage_error_in_memory(&["bench", "--hold-for", "1s"], "--hold");
     assert_usage_error(&["frobnicate"], "frobnicate");
 }
 
@@ -199,36 +179,24 @@ fn unusable_lock_directory_fails_fast_naming_the_path() {
 
 #[test]
 fn check_filter_matching_nothing_is_a_usage_error() {
-    assert_usage_error(
-        &["--url", "mem://", "check", "--filter", "no-such-case"],
-        "no-such-case",
-    );
+    assert_usage_error_in_memory(&["check", "--filter", "no-such-case"], "no-such-case");
 }
 
 #[test]
 fn missing_arguments_are_named() {
-    assert_usage_error(&["--url", "mem://", "run", "k"], "not provided: <CMD>...");
-    assert_usage_error(&["--url", "mem://", "run"], "not provided: <KEY>, <CMD>...");
-    assert_usage_error(&["--url", "mem://", "status"], "not provided: <KEY>");
-    assert_usage_error(
-        &["--url", "mem://", "run", "k", "--wait", "--", "true"],
+    assert_usage_error_in_memory(&["run", "k"], "not provided: <CMD>...");
+    assert_usage_error_in_memory(&["run"], "not provided: <KEY>, <CMD>...");
+    assert_usage_error_in_memory(&["status"], "not provided: <KEY>");
+    assert_usage_error_in_memory(
+        &["run", "k", "--wait", "--", "true"],
         "a value is required for '--wait <DUR>'",
     );
 }
 
 #[test]
 fn a_bad_choice_lists_the_valid_ones() {
-    assert_usage_error(
-        &[
-            "--url",
-            "mem://",
-            "run",
-            "k",
-            "--on-lost",
-            "maybe",
-            "--",
-            "true",
-        ],
+    assert_usage_error_in_memory(
+        &["run", "k", "--on-lost", "maybe", "--", "true"],
         "possible values: kill, ignore",
     );
 }
@@ -241,12 +209,12 @@ fn durations_take_bare_seconds_and_refuse_negatives() {
     ]);
     let out = output(run);
     assert!(out.status.success(), "{}", common::stderr(&out));
-    assert_usage_error(
-        &["--url", "mem://", "run", "k", "--wait", "-1s", "--", "true"],
+    assert_usage_error_in_memory(
+        &["run", "k", "--wait", "-1s", "--", "true"],
         "`-1s` is negative",
     );
-    assert_usage_error(
-        &["--url", "mem://", "run", "k", "--grace", "-3", "--", "true"],
+    assert_usage_error_in_memory(
+        &["run", "k", "--grace", "-3", "--", "true"],
         "`-3` is negative",
     );
 }

@@ -200,6 +200,18 @@ impl Setup {
         output(self.distlock(user, xdg, &args))
     }
 
+    /// Stops `holder`, the last one holding `key`, and checks it left
+    /// none of the key's files behind.
+    fn stop_last(&self, holder: Holder, key: &str) {
+        holder.stop();
+        self.assert_no_files_of(key);
+    }
+
+    /// Checks no entry of the default directory belongs to `key`.
+    fn assert_no_files_of(&self, key: &str) {
+        assert_eq!(self.files_of(key), Vec::<String>::new());
+    }
+
     /// The entries of the default namespace's directory that belong to
     /// `key` (its lock file, gate, readers' and permits' directories).
     fn files_of(&self, key: &str) -> Vec<String> {
@@ -260,6 +272,15 @@ fn nobody() -> (u32, u32) {
     }
 }
 
+/// A fresh [`Setup`] and key (from `test`), the key held by root with
+/// `run`'s `flags`.
+fn root_holds(test: &str, flags: &[&str]) -> (Setup, String, Holder) {
+    let setup = Setup::new();
+    let key = unique_key(test);
+    let holder = setup.hold(User::Root, &key, flags);
+    (setup, key, holder)
+}
+
 /// A key no other test or run uses (lower case: its file name is itself).
 fn unique_key(test: &str) -> String {
     let nanos = SystemTime::now()
@@ -271,28 +292,22 @@ fn unique_key(test: &str) -> String {
 
 #[test]
 fn root_and_nobody_exclude_each_other_through_the_default_directory() {
-    let setup = Setup::new();
-    let key = unique_key("exclusive");
-    let holder = setup.hold(User::Root, &key, &[]);
+    let (setup, key, holder) = root_holds("exclusive", &[]);
     assert!(
         setup.namespace_dir.join(format!("{key}.lock")).exists(),
         "the lock file is not in the default directory"
     );
     setup.assert_refused(User::Nobody, &key, &[]);
-    holder.stop();
-    assert_eq!(setup.files_of(&key), Vec::<String>::new());
+    setup.stop_last(holder, &key);
 
     let holder = setup.hold(User::Nobody, &key, &[]);
     setup.assert_refused(User::Root, &key, &[]);
-    holder.stop();
-    assert_eq!(setup.files_of(&key), Vec::<String>::new());
+    setup.stop_last(holder, &key);
 }
 
 #[test]
 fn read_locks_are_shared_between_users_and_the_last_out_removes_them() {
-    let setup = Setup::new();
-    let key = unique_key("shared");
-    let root = setup.hold(User::Root, &key, &["--shared"]);
+    let (setup, key, root) = root_holds("shared", &["--shared"]);
     setup.assert_runs(User::Nobody, &key, &["--shared"]);
     setup.assert_refused(User::Nobody, &key, &[]);
     // Root created the lock file and readers' directory; nobody, the
@@ -301,23 +316,19 @@ fn read_locks_are_shared_between_users_and_the_last_out_removes_them() {
     root.stop();
     assert!(!setup.files_of(&key).is_empty(), "removed under a reader");
     setup.assert_refused(User::Root, &key, &[]);
-    nobody.stop();
-    assert_eq!(setup.files_of(&key), Vec::<String>::new());
+    setup.stop_last(nobody, &key);
 }
 
 #[test]
 fn permits_are_counted_across_users_and_the_last_out_removes_them() {
-    let setup = Setup::new();
-    let key = unique_key("permits");
-    let root = setup.hold(User::Root, &key, &["--permits", "2"]);
+    let (setup, key, root) = root_holds("permits", &["--permits", "2"]);
     let nobody = setup.hold(User::Nobody, &key, &["--permits", "2"]);
     setup.assert_refused(User::Root, &key, &["--permits", "2"]);
     setup.assert_refused(User::Nobody, &key, &["--permits", "2"]);
     // Root created the semaphore's files; nobody, the last holder out,
     // removes them.
     root.stop();
-    nobody.stop();
-    assert_eq!(setup.files_of(&key), Vec::<String>::new());
+    setup.stop_last(nobody, &key);
 }
 
 #[test]
@@ -340,7 +351,7 @@ fn the_default_directory_does_not_follow_xdg_runtime_dir() {
         stderr(&out)
     );
     assert!(!runtime.path().join("distlock").exists());
-    assert_eq!(setup.files_of(&key), Vec::<String>::new());
+    setup.assert_no_files_of(&key);
 }
 
 #[test]

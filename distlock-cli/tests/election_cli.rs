@@ -165,6 +165,15 @@ fn second_candidate_leads_only_after_the_first_cmd_ended(target: &Target) {
     assert!(second_term > first_term, "{first_term} then {second_term}");
 }
 
+/// Checks that `line` starts with `start` and ends with `end`.
+fn assert_framed(line: &str, start: &str, end: &str) {
+    assert!(
+        line.starts_with(start),
+        "{line:?} does not start with {start:?}"
+    );
+    assert!(line.ends_with(end), "{line:?} does not end with {end:?}");
+}
+
 fn leader_and_status_show_the_leader_then_no_leader(target: &Target) {
     let mut leading = target.elect("e", &["--value", "host-a:80"], LEAD_UNTIL_TOLD, &[]);
     let term = term(&leading.line("the leader's term"));
@@ -173,12 +182,12 @@ fn leader_and_status_show_the_leader_then_no_leader(target: &Target) {
     let out = output(target.distlock(&["leader", "e"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.starts_with("e: led by "), "{text}");
-    assert!(text.contains(&format!("/{pid}/")), "{text}");
-    assert!(
-        text.ends_with(&format!(", term {term}, value \"host-a:80\"\n")),
-        "{text}"
+    assert_framed(
+        &text,
+        "e: led by ",
+        &format!(", term {term}, value \"host-a:80\"\n"),
     );
+    assert!(text.contains(&format!("/{pid}/")), "{text}");
     assert_leader(&target.leader_json("e"), "e", "host-a:80", term, pid);
 
     let status = output(target.distlock(&["status", "e"]));
@@ -242,13 +251,10 @@ fn on_lost_kill_stops_cmd_and_exits_76(target: &Target) {
         taken_away.elapsed()
     );
     let message = leading.err_line("the loss");
-    assert!(
-        message.starts_with("distlock: leadership of \"e\" lost ("),
-        "{message}"
-    );
-    assert!(
-        message.ends_with("); stopping sh and every process it started"),
-        "{message}"
+    assert_framed(
+        &message,
+        "distlock: leadership of \"e\" lost (",
+        "); stopping sh and every process it started",
     );
 }
 
@@ -257,13 +263,10 @@ fn on_lost_ignore_lets_cmd_finish_and_exits_76(target: &Target) {
     leading.line("the leader's term");
     target.take_away("e");
     let warning = leading.err_line("the loss");
-    assert!(
-        warning.starts_with("distlock: warning: leadership of \"e\" lost ("),
-        "{warning}"
-    );
-    assert!(
-        warning.ends_with("sh keeps running (--on-lost ignore)"),
-        "{warning}"
+    assert_framed(
+        &warning,
+        "distlock: warning: leadership of \"e\" lost (",
+        "sh keeps running (--on-lost ignore)",
     );
     leading.proceed();
     assert_eq!(leading.line("CMD's end"), "finished");

@@ -141,14 +141,13 @@ fn bench_keeps_to_its_duration_explains_its_columns_and_leaves_nothing() {
         took < std::time::Duration::from_secs(6),
         "took {took:?}:\n{text}"
     );
-    for legend in [
+    let legends = [
         "n: samples",
         "ours/floor: ",
         "from release call: ",
         "fairness: Jain's",
-    ] {
-        assert!(text.contains(legend), "{legend:?} not explained:\n{text}");
-    }
+    ];
+    common::assert_mentions_each(&text, &legends);
     assert!(!text.contains(" 0.0µs"), "a clamped zero:\n{text}");
     assert!(!text.contains("probe calls failed"), "{text}");
     assert_eq!(stderr(&out), "", "warnings");

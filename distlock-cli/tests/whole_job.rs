@@ -46,16 +46,8 @@ fn job_script(store: &Store, prelude: &str) -> String {
 /// Spawns `distlock ARGS -- sh -c SCRIPT` and waits until the script is
 /// ready; returns distlock and the two pids of [`job_script`].
 fn start(store: &Store, args: &[&str], script: &str) -> (Child, u32, u32) {
-    let mut all = args.to_vec();
-    all.extend(["--", "sh", "-c", script]);
-    let holder = store
-        .distlock(&all)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for(|| store.scratch("ready").exists(), "the job to start");
+    let ready = store.scratch("ready");
+    let holder = store.spawn_until_ready(args, script, Stdio::piped(), &ready);
     let child = read_pid(&store.scratch("child"));
     let daemon = read_pid(&store.scratch("daemon"));
     assert!(exists(child) && exists(daemon));
@@ -83,46 +75,69 @@ fn lock_is_free(store: &Store, key: &str) -> bool {
         .success()
 }
 
-#[test]
-fn a_lost_lock_stops_every_process_of_the_job() {
+/// What became of a job whose lock was lost.
+struct LostJob {
+    /// From the loss to distlock's exit.
+    took: Duration,
+    /// The pids of [`job_script`]'s grandchild and daemon.
+    child: u32,
+    daemon: u32,
+    /// distlock's stderr.
+    message: String,
+}
+
+/// Starts `distlock ARGS -- <job>` on a store with a 300 ms ttl, the job
+/// [`job_script`]'s (`prelude` first), loses every lock, and checks that
+/// distlock exits 76 (lost).
+fn lose_the_lock_of_a_job(args: &[&str], prelude: &str) -> LostJob {
     let store = Store::with_options("?ttl=300ms");
-    let script = job_script(&store, "");
-    let (mut holder, child, daemon) = start(&store, &["run", "k", "--grace", "5s"], &script);
+    let script = job_script(&store, prelude);
+    let (mut holder, child, daemon) = start(&store, args, &script);
+    let lost_at = Instant::now();
     lose_every_lock(&store);
     assert_eq!(wait(&mut holder).code(), Some(76));
-    assert!(!exists(child), "CMD's child outlived the lock");
+    let took = lost_at.elapsed();
+    LostJob {
+        took,
+        child,
+        daemon,
+        message: stderr_of(holder),
+    }
+}
+
+#[test]
+fn a_lost_lock_stops_every_process_of_the_job() {
+    let job = lose_the_lock_of_a_job(&["run", "k", "--grace", "5s"], "");
+    assert!(!exists(job.child), "CMD's child outlived the lock");
     assert!(
-        !exists(daemon),
+        !exists(job.daemon),
         "the daemon that left CMD's group outlived the lock"
     );
-    let message = stderr_of(holder);
     assert!(
-        message.contains("stopping sh and every process it started"),
-        "{message}"
+        job.message
+            .contains("stopping sh and every process it started"),
+        "{}",
+        job.message
     );
 }
 
 #[test]
 fn a_process_that_ignores_sigterm_is_killed_after_the_grace_period() {
-    let store = Store::with_options("?ttl=300ms");
     // `trap "" TERM` makes the shell and what it starts ignore SIGTERM.
-    let script = job_script(&store, "trap '' TERM;");
-    let (mut holder, child, daemon) = start(&store, &["run", "k", "--grace", "1s"], &script);
-    let lost_at = Instant::now();
-    lose_every_lock(&store);
-    assert_eq!(wait(&mut holder).code(), Some(76));
+    let job = lose_the_lock_of_a_job(&["run", "k", "--grace", "1s"], "trap '' TERM;");
     assert!(
-        lost_at.elapsed() >= Duration::from_secs(1),
+        job.took >= Duration::from_secs(1),
         "SIGKILL came before the grace period ended"
     );
     assert!(
-        !exists(child) && !exists(daemon),
+        !exists(job.child) && !exists(job.daemon),
         "the job outlived the lock"
     );
-    let message = stderr_of(holder);
     assert!(
-        message.contains("still running 1s after being told to stop; sending SIGKILL"),
-        "{message}"
+        job.message
+            .contains("still running 1s after being told to stop; sending SIGKILL"),
+        "{}",
+        job.message
     );
 }
 
@@ -143,13 +158,9 @@ fn sigterm_to_distlock_stops_the_whole_job_before_the_release() {
 
 #[test]
 fn elect_stops_the_whole_job_when_the_leadership_is_lost() {
-    let store = Store::with_options("?ttl=300ms");
-    let script = job_script(&store, "");
-    let (mut holder, child, daemon) = start(&store, &["elect", "e", "--grace", "5s"], &script);
-    lose_every_lock(&store);
-    assert_eq!(wait(&mut holder).code(), Some(76));
+    let job = lose_the_lock_of_a_job(&["elect", "e", "--grace", "5s"], "");
     assert!(
-        !exists(child) && !exists(daemon),
+        !exists(job.child) && !exists(job.daemon),
         "the job outlived the leadership"
     );
 }

@@ -86,33 +86,28 @@ async fn hold(
 ) -> Result<(), String> {
     let token = guard.token();
     let (length, writes) = workload.holding();
-    let claim = now_ns();
-    if !guard.is_held() {
-        register.send(Op::Lost { key: key.into() }).await?;
-        return Ok(());
-    }
-    let begin = Op::Begin {
+    let begin = |claim| Op::Begin {
         key: key.into(),
         token,
         claim,
     };
-    let mut verdict = register.send(begin).await?;
+    let Some(mut verdict) = claim_while_held(guard, key, register, begin).await? else {
+        return Ok(());
+    };
     for _ in 0..writes {
         if verdict == Verdict::Stale {
             break;
         }
         tokio::time::sleep(length / writes).await;
-        let claim = now_ns();
-        if !guard.is_held() {
-            register.send(Op::Lost { key: key.into() }).await?;
-            return Ok(());
-        }
-        let write = Op::Write {
+        let write = |claim| Op::Write {
             key: key.into(),
             token,
             claim,
         };
-        verdict = register.send(write).await?;
+        match claim_while_held(guard, key, register, write).await? {
+            Some(next) => verdict = next,
+            None => return Ok(()),
+        }
     }
     register.send(Op::End { key: key.into() }).await?;
     Ok(())
@@ -121,4 +116,21 @@ async fn hold(
 /// Resolves once `stop` turns true (or its sender is gone).
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// Stamps the time of a claim, then, if `guard` still says the hold is
+/// ours, sends the register `claim(that time)` and returns its verdict;
+/// otherwise it sends [`Op::Lost`] and returns `None`.
+async fn claim_while_held(
+    guard: &Hold,
+    key: &str,
+    register: &dyn RegisterLink,
+    claim: impl FnOnce(u64) -> Op,
+) -> Result<Option<Verdict>, String> {
+    let at = now_ns();
+    if !guard.is_held() {
+        register.send(Op::Lost { key: key.into() }).await?;
+        return Ok(None);
+    }
+    register.send(claim(at)).await.map(Some)
 }

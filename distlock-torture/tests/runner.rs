@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use distlock_torture::{run, Fault, Plan, Topology};
+use distlock_torture::{run, Fault, Plan, Row, Topology};
 
 fn plan(topology: Topology, fault: Fault) -> Plan {
     Plan {
@@ -18,15 +18,20 @@ fn plan(topology: Topology, fault: Fault) -> Plan {
     }
 }
 
+/// Runs [`plan`] on `topology` with `fault`, and checks the fault was
+/// injected at least once.
+async fn run_injecting(topology: Topology, fault: Fault) -> Row {
+    let row = run(&plan(topology, fault)).await.unwrap();
+    assert!(row.injected[fault.name()] > 0, "{row:?}");
+    row
+}
+
 /// Redis without persistence, killed and restarted under clients, counts
 /// tokens from 1 again: the run must show it (token regressions), and the
 /// row must say the docs do not promise safety there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_restart_without_persistence_is_caught() {
-    let row = run(&plan(Topology::RedisSingle, Fault::ServerKill))
-        .await
-        .unwrap();
-    assert!(row.injected["server-kill"] > 0, "{row:?}");
+    let row = run_injecting(Topology::RedisSingle, Fault::ServerKill).await;
     assert!(row.figures.token_regressions > 0, "{row:?}");
     assert!(!row.safe && !row.documented_safe, "{row:?}");
 }
@@ -36,10 +41,7 @@ async fn a_redis_restart_without_persistence_is_caught() {
 /// permits, nothing is left behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_with_appendfsync_always_survives_the_same() {
-    let row = run(&plan(Topology::RedisAof, Fault::ServerKill))
-        .await
-        .unwrap();
-    assert!(row.injected["server-kill"] > 0, "{row:?}");
+    let row = run_injecting(Topology::RedisAof, Fault::ServerKill).await;
     // Locks, leaderships and permits were all taken, and judged.
     let f = row.figures;
     assert!(f.acquisitions > f.leaderships + f.permits, "{row:?}");
@@ -51,10 +53,7 @@ async fn redis_with_appendfsync_always_survives_the_same() {
 /// claim it again; the lock moves on meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_redis_holder_wakes_up_knowing_it_lost() {
-    let row = run(&plan(Topology::RedisAof, Fault::HolderPause))
-        .await
-        .unwrap();
-    assert!(row.injected["holder-pause"] > 0, "{row:?}");
+    let row = run_injecting(Topology::RedisAof, Fault::HolderPause).await;
     assert_eq!(row.figures.overlaps, 0, "{row:?}");
     assert!(row.safe, "{row:?}");
 }

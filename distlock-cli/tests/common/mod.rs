@@ -61,15 +61,29 @@ impl Store {
     pub fn hold_with(&self, key: &str, flags: &[&str], script: &str, ready: &Path) -> Child {
         let mut args = vec!["run", key];
         args.extend_from_slice(flags);
-        args.extend(["--", "sh", "-c", script]);
+        self.spawn_until_ready(&args, script, Stdio::null(), ready)
+    }
+
+    /// Spawns `distlock ARGS -- sh -c SCRIPT` with stdin and stdout
+    /// discarded and stderr to `stderr`, and waits until the script has
+    /// created the file `ready`.
+    pub fn spawn_until_ready(
+        &self,
+        args: &[&str],
+        script: &str,
+        stderr: Stdio,
+        ready: &Path,
+    ) -> Child {
+        let mut all = args.to_vec();
+        all.extend(["--", "sh", "-c", script]);
         let child = self
-            .distlock(&args)
+            .distlock(&all)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
-            .expect("spawn holder");
-        wait_for(|| ready.exists(), "the holder's command to start");
+            .expect("spawn distlock");
+        wait_for(|| ready.exists(), "the command to start");
         child
     }
 }
@@ -262,16 +276,30 @@ pub fn assert_successive_tokens_increase(url: &str, key: &str, runs: usize) -> V
     tokens
 }
 
+/// Checks that `text` contains each of `parts`.
+pub fn assert_mentions_each(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{part:?} missing in:\n{text}");
+    }
+}
+
 /// Runs `distlock --url URL check` and asserts that it exits 0, that it
 /// ran on `backend`, that every case passed or was not applicable, and
 /// that no panic reached stderr. Returns its stdout.
 pub fn assert_check_passes(url: &str, backend: &str) -> String {
-    let out = output_within(distlock_at(url, &["check"]), CHECK_LIMIT);
-    let text = stdout(&out);
+    assert_check_passed(
+        &output_within(distlock_at(url, &["check"]), CHECK_LIMIT),
+        backend,
+    )
+}
+
+/// [`assert_check_passes`] for the output `out` of a `check` already run.
+pub fn assert_check_passed(out: &Output, backend: &str) -> String {
+    let text = stdout(out);
     assert!(
         out.status.success(),
         "check failed:\n{text}\n{}",
-        stderr(&out)
+        stderr(out)
     );
     let header = text.lines().next().expect("a header line");
     assert!(
@@ -287,7 +315,7 @@ pub fn assert_check_passes(url: &str, backend: &str) -> String {
             .any(|l| l.starts_with("ok    mutual_exclusion (")),
         "{text}"
     );
-    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    assert!(!stderr(out).contains("panicked"), "{}", stderr(out));
     text
 }
 

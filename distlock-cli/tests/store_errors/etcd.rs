@@ -6,32 +6,27 @@ use etcd_client::{Client, Permission};
 
 const ROOT_PASSWORD: &str = "etcd-root-pw";
 
+/// One endpoint: nothing to retry against, no waiting out the response
+/// timeout, a refused connection is reported at once.
+const ETCD: NetworkStore = NetworkStore {
+    refused_within: Duration::from_secs(3),
+    ..NetworkStore::new("etcd", "etcd", FAST)
+};
+
 fn plain_host() -> String {
     host_of(&common::etcd_url("errors", ""))
 }
 
 /// The TLS member: client certificates required.
 fn tls_host() -> String {
-    let pki = pki();
-    let server = test_server(shared_server("etcd-tls", || {
-        etcd_tls_spec(
-            "etcd-tls",
-            pki.ca.clone(),
-            pki.server_cert.clone(),
-            pki.server_key.clone(),
-        )
-    }));
+    let server = tls_server("etcd-tls", |ca, cert, key| {
+        etcd_tls_spec("etcd-tls", ca, cert, key)
+    });
     server.addr().to_string()
 }
 
 fn tls_servers() -> TlsServers<'static> {
-    TlsServers {
-        schemes: ("etcd", "etcds"),
-        plain_host: plain_host(),
-        tls_host: tls_host(),
-        userinfo: "",
-        query: FAST,
-    }
+    TlsServers::new(("etcd", "etcds"), plain_host(), tls_host(), FAST)
 }
 
 /// A member with authentication on: user `root` ([`ROOT_PASSWORD`])
@@ -79,69 +74,11 @@ async fn enable_auth(server: &Server) -> Result<(), String> {
     Ok(())
 }
 
-fn wrong_protocol(host: &str) -> Expected<'_> {
-    Expected {
-        code: 2,
-        names: host,
-        cause: "the server there is not etcd",
-        hint: "check the host and port in the URL",
-    }
-}
+connection_failure_tests!(ETCD;
+    at_a_redis_port: "redis" common::redis_url,
+    at_a_zookeeper_port: "zookeeper" common::zookeeper_url);
 
-#[test]
-fn refused_at_once() {
-    // One endpoint: nothing to retry against, no waiting out the
-    // response timeout.
-    let took = assert_refused("etcd", "etcd", FAST);
-    assert!(took < Duration::from_secs(3), "took {took:?}");
-}
-
-#[test]
-fn unreachable() {
-    assert_unreachable("etcd", "etcd", FAST);
-}
-
-#[cfg(feature = "redis")]
-#[test]
-fn at_a_redis_port() {
-    let host = host_of(&common::redis_url("errors", ""));
-    assert_status_fails(
-        &format!("etcd://{host}?{FAST}"),
-        wrong_protocol(&host),
-        None,
-    );
-}
-
-#[cfg(feature = "zookeeper")]
-#[test]
-fn at_a_zookeeper_port() {
-    let host = host_of(&common::zookeeper_url("errors", ""));
-    assert_status_fails(
-        &format!("etcd://{host}?{FAST}"),
-        wrong_protocol(&host),
-        None,
-    );
-}
-
-#[test]
-fn tls_at_a_plain_port() {
-    tls_servers().tls_at_a_plain_port();
-}
-
-#[test]
-fn plain_at_a_tls_port() {
-    tls_servers().plain_at_a_tls_port();
-}
-
-#[test]
-fn untrusted_server_certificate() {
-    tls_servers().untrusted_server_certificate();
-}
-
-#[test]
-fn missing_client_certificate() {
-    tls_servers().missing_client_certificate();
-}
+tls_failure_tests!(tls_servers());
 
 #[test]
 fn wrong_password() {

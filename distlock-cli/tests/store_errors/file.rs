@@ -25,6 +25,18 @@ fn status(dir: &std::path::Path) -> Command {
     as_unprivileged(distlock_at(&url, &["status", "k"]))
 }
 
+/// `status` at the lock directory `dir`, run as [`as_unprivileged`],
+/// is denied: exit 77, the line naming `names`, `cause` and `hint`.
+fn assert_status_denied(dir: &std::path::Path, names: &str, cause: &str, hint: &str) {
+    let expected = Expected {
+        code: 77,
+        names,
+        cause,
+        hint,
+    };
+    assert_fails(status(dir), expected, None);
+}
+
 /// A directory the test's user may traverse, for the lock directories.
 fn parent() -> tempfile::TempDir {
     let parent = tempfile::tempdir().unwrap();
@@ -42,15 +54,11 @@ fn a_read_only_lock_directory() {
     }
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o500)).unwrap();
     let shown = dir.display().to_string();
-    assert_fails(
-        status(&dir),
-        Expected {
-            code: 77,
-            names: &format!("lock directory `{shown}`"),
-            cause: "is not writable: permission denied",
-            hint: "give it write access (chmod u+w), or use a lock directory of its own",
-        },
-        None,
+    assert_status_denied(
+        &dir,
+        &format!("lock directory `{shown}`"),
+        "is not writable: permission denied",
+        "give it write access (chmod u+w), or use a lock directory of its own",
     );
 }
 
@@ -68,14 +76,10 @@ fn a_lock_directory_of_another_user() {
         std::path::PathBuf::from("/")
     };
     let shown = dir.display().to_string();
-    assert_fails(
-        status(&dir),
-        Expected {
-            code: 77,
-            names: &format!("`{shown}` belongs to uid 0"),
-            cause: "permission denied",
-            hint: "run as that user, or give uid",
-        },
-        None,
+    assert_status_denied(
+        &dir,
+        &format!("`{shown}` belongs to uid 0"),
+        "permission denied",
+        "run as that user, or give uid",
     );
 }

@@ -21,13 +21,14 @@
 mod common;
 
 use std::net::TcpListener;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::{distlock_at, one_line_message, output, test_server};
 use distlock_testkit::pki::Pki;
-use distlock_testkit::{shared_server, url_hosts, Server};
+use distlock_testkit::{shared_server, url_hosts, Server, ServerSpec};
 
 /// Short timeouts for every URL: a failure is reported within a few.
 const FAST: &str = "connect_timeout=500ms&response_timeout=500ms";
@@ -99,40 +100,106 @@ fn host_of(url: &str) -> String {
     url_hosts(url)[0].to_owned()
 }
 
-/// A `scheme://` URL at a port nobody listens on is refused: exit 69,
-/// naming `store` at the host and asking whether it runs there. Returns
-/// how long the report took.
-fn assert_refused(scheme: &str, store: &str, query: &str) -> Duration {
-    let port = refused_port();
-    let host = format!("127.0.0.1:{port}");
-    let started = Instant::now();
-    assert_status_fails(
-        &format!("{scheme}://{host}?{query}"),
-        Expected {
-            code: 69,
-            names: &format!("{store} at {host}"),
-            cause: "connection refused",
-            hint: &format!("is {store} running there, and is {port} its client port?"),
-        },
-        None,
-    );
-    started.elapsed()
+/// A network store as its lines name it, and how its URLs are made.
+struct NetworkStore {
+    /// The URL scheme (`etcd`, `redis+cluster`).
+    scheme: &'static str,
+    /// What the URL carries after the host (`/mymaster`), or nothing.
+    path: &'static str,
+    /// How the lines name the store (`Redis`, `ZooKeeper`).
+    name: &'static str,
+    /// The URLs' timeouts.
+    query: &'static str,
+    /// How soon a refused connection must be reported.
+    refused_within: Duration,
 }
 
-/// A `scheme://` URL at a listener that never answers: exit 69, naming
-/// `store` at the host and what it waited for (`query` sets 500 ms).
-fn assert_unreachable(scheme: &str, store: &str, query: &str) {
-    let (_listener, host) = silent_listener();
-    assert_status_fails(
-        &format!("{scheme}://{host}?{query}"),
-        Expected {
-            code: 69,
-            names: &format!("{store} at {host}"),
-            cause: "the connection was accepted, but nothing answered within 500ms",
-            hint: "is the server stopped or overloaded",
-        },
-        None,
-    );
+impl NetworkStore {
+    /// The store `name` behind `scheme://host?query`, a refused
+    /// connection reported within [`REPORTED_WITHIN`].
+    const fn new(scheme: &'static str, name: &'static str, query: &'static str) -> Self {
+        Self {
+            scheme,
+            path: "",
+            name,
+            query,
+            refused_within: REPORTED_WITHIN,
+        }
+    }
+
+    /// This store's URL at `host`.
+    fn url(&self, host: &str) -> String {
+        format!("{}://{host}{}?{}", self.scheme, self.path, self.query)
+    }
+
+    /// At a port nobody listens on: exit 69 within `refused_within`,
+    /// naming the store at the host and asking whether it runs there.
+    fn refused(&self) {
+        let port = refused_port();
+        let host = format!("127.0.0.1:{port}");
+        let started = Instant::now();
+        let name = self.name;
+        assert_status_fails(
+            &self.url(&host),
+            Expected {
+                code: 69,
+                names: &format!("{name} at {host}"),
+                cause: "connection refused",
+                hint: &format!("is {name} running there, and is {port} its client port?"),
+            },
+            None,
+        );
+        let took = started.elapsed();
+        assert!(took < self.refused_within, "took {took:?}");
+    }
+
+    /// At a listener that never answers: exit 69, naming the store at the
+    /// host and what it waited for (the query sets 500 ms).
+    fn unreachable(&self) {
+        let (_listener, host) = silent_listener();
+        assert_status_fails(
+            &self.url(&host),
+            Expected {
+                code: 69,
+                names: &format!("{} at {host}", self.name),
+                cause: "the connection was accepted, but nothing answered within 500ms",
+                hint: "is the server stopped or overloaded",
+            },
+            None,
+        );
+    }
+
+    /// At the host of `other`, another store's URL: exit 2, naming the
+    /// host and saying the server there is not this store.
+    fn at_the_port_of(&self, other: &str) {
+        let host = host_of(other);
+        assert_status_fails(
+            &self.url(&host),
+            Expected {
+                code: 2,
+                names: &host,
+                cause: &format!("the server there is not {}", self.name),
+                hint: "check the host and port in the URL",
+            },
+            None,
+        );
+    }
+}
+
+/// This binary's shared TLS server `name`, made by `spec` from [`pki`]'s
+/// CA, server certificate and server key.
+fn tls_server(
+    name: &'static str,
+    spec: impl FnOnce(PathBuf, PathBuf, PathBuf) -> Result<ServerSpec, String>,
+) -> &'static Server {
+    let pki = pki();
+    test_server(shared_server(name, || {
+        spec(
+            pki.ca.clone(),
+            pki.server_cert.clone(),
+            pki.server_key.clone(),
+        )
+    }))
 }
 
 /// A store's plain and TLS servers, for the four TLS failures every
@@ -149,7 +216,23 @@ struct TlsServers<'a> {
     query: &'a str,
 }
 
-impl TlsServers<'_> {
+impl<'a> TlsServers<'a> {
+    /// The servers at `plain_host` and `tls_host`, no password.
+    fn new(
+        schemes: (&'a str, &'a str),
+        plain_host: String,
+        tls_host: String,
+        query: &'a str,
+    ) -> Self {
+        Self {
+            schemes,
+            plain_host,
+            tls_host,
+            userinfo: "",
+            query,
+        }
+    }
+
     fn secret(&self) -> Option<&str> {
         let password = self.userinfo.trim_start_matches(':').trim_end_matches('@');
         (!password.is_empty()).then_some(password)
@@ -190,29 +273,74 @@ impl TlsServers<'_> {
 
     /// The TLS server's certificate checked against another CA.
     fn untrusted_server_certificate(&self) {
-        let host = &self.tls_host;
-        let files = tls_files(&pki().other_ca, true);
-        let url = format!(
-            "{}://{}{host}?{}&{files}",
-            self.schemes.1, self.userinfo, self.query
-        );
         let cause = "TLS: the server's certificate is not signed by a CA we trust";
-        let expected = self.expect(host, cause, "set tls_ca_file");
-        assert_status_fails(&url, expected, self.secret());
+        self.tls_url_fails(&pki().other_ca, true, cause, "set tls_ca_file");
     }
 
     /// No client certificate for a server that requires one.
     fn missing_client_certificate(&self) {
-        let host = &self.tls_host;
-        let files = tls_files(&pki().ca, false);
-        let url = format!(
-            "{}://{}{host}?{}&{files}",
-            self.schemes.1, self.userinfo, self.query
-        );
         let cause = "TLS: the server requires a client certificate";
-        let expected = self.expect(host, cause, "set tls_cert_file and tls_key_file");
-        assert_status_fails(&url, expected, self.secret());
+        let hint = "set tls_cert_file and tls_key_file";
+        self.tls_url_fails(&pki().ca, false, cause, hint);
     }
+
+    /// A TLS URL at the TLS server trusting `ca`, with the client
+    /// certificate unless `identity` is false, fails with `cause`, `hint`.
+    fn tls_url_fails(&self, ca: &Path, identity: bool, cause: &str, hint: &str) {
+        let host = &self.tls_host;
+        let url = format!(
+            "{}://{}{host}?{}&{}",
+            self.schemes.1,
+            self.userinfo,
+            self.query,
+            tls_files(ca, identity)
+        );
+        assert_status_fails(&url, self.expect(host, cause, hint), self.secret());
+    }
+}
+
+/// Declares the four TLS failures of [`TlsServers`] as tests of their own,
+/// named after them, each testing `$servers` (built anew per test).
+macro_rules! tls_failure_tests {
+    ($servers:expr) => {
+        tls_failure_tests!(@each $servers;
+            tls_at_a_plain_port plain_at_a_tls_port
+            untrusted_server_certificate missing_client_certificate);
+    };
+    (@each $servers:expr; $($failure:ident)*) => {
+        $(
+            #[test]
+            fn $failure() {
+                $servers.$failure();
+            }
+        )*
+    };
+}
+
+/// Declares, for `$store` (a [`NetworkStore`]), the tests `refused` and
+/// `unreachable`, and one test per other store it is pointed at: `$test`
+/// points it at the shared server of the store behind feature
+/// `$feature`, whose URL `$other_url` makes, and expects it to say that
+/// is not its store.
+macro_rules! connection_failure_tests {
+    ($store:ident; $($test:ident: $feature:literal $other_url:path),*) => {
+        #[test]
+        fn refused() {
+            $store.refused();
+        }
+
+        #[test]
+        fn unreachable() {
+            $store.unreachable();
+        }
+        $(
+            #[cfg(feature = $feature)]
+            #[test]
+            fn $test() {
+                $store.at_the_port_of(&$other_url("errors", ""));
+            }
+        )*
+    };
 }
 
 /// The certificates of this test binary.
@@ -223,7 +351,7 @@ fn pki() -> &'static Pki {
 
 /// The TLS options trusting `ca`, with the client certificate unless
 /// `identity` is false.
-fn tls_files(ca: &std::path::Path, identity: bool) -> String {
+fn tls_files(ca: &Path, identity: bool) -> String {
     pki().tls_options(ca, identity)
 }
 

@@ -5,36 +5,34 @@ use distlock_testkit::redis::redis_tls_spec;
 
 const PASSWORD: &str = "tls-secret-pw";
 
+const REDIS: NetworkStore = NetworkStore::new("redis", "Redis", FAST);
+
+const REDIS_CLUSTER: NetworkStore = NetworkStore::new("redis+cluster", "Redis", FAST);
+
+const REDIS_SENTINEL: NetworkStore = NetworkStore {
+    scheme: "redis+sentinel",
+    path: "/mymaster",
+    name: "Redis Sentinel",
+    ..REDIS
+};
+
 fn plain_host() -> String {
     host_of(&common::redis_url("errors", ""))
 }
 
 /// The TLS server: client certificates and [`PASSWORD`] required.
-fn tls_server() -> &'static Server {
-    let pki = pki();
-    test_server(shared_server("redis-tls", || {
-        redis_tls_spec(
-            "redis-tls",
-            pki.ca.clone(),
-            pki.server_cert.clone(),
-            pki.server_key.clone(),
-            PASSWORD,
-        )
-    }))
-}
-
 fn tls_host() -> String {
-    format!("127.0.0.1:{}", tls_server().ports()[1])
+    let server = tls_server("redis-tls", |ca, cert, key| {
+        redis_tls_spec("redis-tls", ca, cert, key, PASSWORD)
+    });
+    format!("127.0.0.1:{}", server.ports()[1])
 }
 
 fn tls_servers() -> TlsServers<'static> {
     TlsServers {
-        schemes: ("redis", "rediss"),
-        plain_host: plain_host(),
-        tls_host: tls_host(),
         // `:PASSWORD@`.
         userinfo: ":tls-secret-pw@",
-        query: FAST,
+        ..TlsServers::new(("redis", "rediss"), plain_host(), tls_host(), FAST)
     }
 }
 
@@ -64,130 +62,71 @@ fn acl_user(name: &str, password: &str, rules: &[&str]) {
     command(&args);
 }
 
-#[test]
-fn refused() {
-    assert_refused("redis", "Redis", FAST);
-}
+connection_failure_tests!(REDIS;
+    at_an_etcd_port: "etcd" common::etcd_url,
+    at_a_zookeeper_port: "zookeeper" common::zookeeper_url);
 
-#[test]
-fn unreachable() {
-    assert_unreachable("redis", "Redis", FAST);
-}
+tls_failure_tests!(tls_servers());
 
-#[cfg(feature = "etcd")]
-#[test]
-fn at_an_etcd_port() {
-    let host = host_of(&common::etcd_url("errors", ""));
+/// `status` as a fresh ACL user (`test` names it) with `password` and
+/// `rules`, logging in with `given`: exit 77, naming Redis at the host,
+/// `cause` and `hint`, and never showing `given`.
+fn assert_user_refused(
+    test: &str,
+    password: &str,
+    given: &str,
+    rules: &[&str],
+    cause: &str,
+    hint: &str,
+) {
+    let user = unique(test);
+    acl_user(&user, password, rules);
+    let host = plain_host();
     assert_status_fails(
-        &format!("redis://{host}?{FAST}"),
-        wrong_protocol(&host),
-        None,
+        &format!("redis://{user}:{given}@{host}?{FAST}"),
+        Expected {
+            code: 77,
+            names: &format!("Redis at {host}"),
+            cause,
+            hint,
+        },
+        Some(given),
     );
-}
-
-#[cfg(feature = "zookeeper")]
-#[test]
-fn at_a_zookeeper_port() {
-    let host = host_of(&common::zookeeper_url("errors", ""));
-    assert_status_fails(
-        &format!("redis://{host}?{FAST}"),
-        wrong_protocol(&host),
-        None,
-    );
-}
-
-fn wrong_protocol(host: &str) -> Expected<'_> {
-    Expected {
-        code: 2,
-        names: host,
-        cause: "the server there is not Redis",
-        hint: "check the host and port in the URL",
-    }
-}
-
-#[test]
-fn tls_at_a_plain_port() {
-    tls_servers().tls_at_a_plain_port();
-}
-
-#[test]
-fn plain_at_a_tls_port() {
-    tls_servers().plain_at_a_tls_port();
-}
-
-#[test]
-fn untrusted_server_certificate() {
-    tls_servers().untrusted_server_certificate();
-}
-
-#[test]
-fn missing_client_certificate() {
-    tls_servers().missing_client_certificate();
 }
 
 #[test]
 fn wrong_password() {
-    let user = unique("wrong-password");
-    acl_user(&user, "the-right-pw", &["~*", "&*", "+@all"]);
-    let host = plain_host();
-    assert_status_fails(
-        &format!("redis://{user}:not-the-right-pw@{host}?{FAST}"),
-        Expected {
-            code: 77,
-            names: &format!("Redis at {host}"),
-            cause: "WRONGPASS",
-            hint: "the server refused the user name or password: check them in the URL",
-        },
-        Some("not-the-right-pw"),
+    assert_user_refused(
+        "wrong-password",
+        "the-right-pw",
+        "not-the-right-pw",
+        &["~*", "&*", "+@all"],
+        "WRONGPASS",
+        "the server refused the user name or password: check them in the URL",
     );
 }
 
 #[test]
 fn acl_refusal() {
-    let user = unique("no-scripts");
-    acl_user(
-        &user,
+    assert_user_refused(
+        "no-scripts",
+        "pw-no-scripts",
         "pw-no-scripts",
         &["~*", "&*", "+@all", "-@scripting"],
-    );
-    let host = plain_host();
-    assert_status_fails(
-        &format!("redis://{user}:pw-no-scripts@{host}?{FAST}"),
-        Expected {
-            code: 77,
-            names: &format!("Redis at {host}"),
-            cause: "this user has no permissions to run the 'evalsha' command",
-            hint: "the user's ACL does not allow what the lock needs",
-        },
-        Some("pw-no-scripts"),
+        "this user has no permissions to run the 'evalsha' command",
+        "the user's ACL does not allow what the lock needs",
     );
 }
 
 #[test]
 fn cluster_refused() {
-    let port = refused_port();
-    let host = format!("127.0.0.1:{port}");
-    assert_status_fails(
-        &format!("redis+cluster://{host}?{FAST}"),
-        Expected {
-            code: 69,
-            names: &format!("Redis at {host}"),
-            cause: "connection refused",
-            hint: "is Redis running there",
-        },
-        None,
-    );
+    REDIS_CLUSTER.refused();
 }
 
 #[cfg(feature = "zookeeper")]
 #[test]
 fn cluster_at_a_zookeeper_port() {
-    let host = host_of(&common::zookeeper_url("errors", ""));
-    assert_status_fails(
-        &format!("redis+cluster://{host}?{FAST}"),
-        wrong_protocol(&host),
-        None,
-    );
+    REDIS_CLUSTER.at_the_port_of(&common::zookeeper_url("errors", ""));
 }
 
 #[test]
@@ -209,15 +148,5 @@ fn redlock_masters_refused() {
 
 #[test]
 fn sentinel_refused() {
-    let host = format!("127.0.0.1:{}", refused_port());
-    assert_status_fails(
-        &format!("redis+sentinel://{host}/mymaster?{FAST}"),
-        Expected {
-            code: 69,
-            names: &format!("Redis Sentinel at {host}"),
-            cause: "connection refused",
-            hint: "is Redis Sentinel running there",
-        },
-        None,
-    );
+    REDIS_SENTINEL.refused();
 }

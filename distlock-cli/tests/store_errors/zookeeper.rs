@@ -7,6 +7,8 @@ use distlock_testkit::zookeeper::tls_standalone_spec;
 /// ZooKeeper's requests have no timeout of their own: only the connect
 /// timeout is short.
 const ZK_FAST: &str = "connect_timeout=500ms";
+
+const ZOOKEEPER: NetworkStore = NetworkStore::new("zk", "ZooKeeper", ZK_FAST);
 /// The same against the TLS server: a JVM's TLS handshake on a loaded
 /// machine can take longer than half a second, and the probe waits
 /// as long as the URL's connect timeout.
@@ -20,91 +22,25 @@ fn plain_host() -> String {
 /// The TLS server's secure port: client certificates required.
 #[cfg(feature = "zookeeper-tls")]
 fn tls_host() -> String {
-    let pki = pki();
-    let server = test_server(shared_server("zookeeper-tls", || {
-        tls_standalone_spec(
-            pki.ca.clone(),
-            pki.server_cert.clone(),
-            pki.server_key.clone(),
-        )
-    }));
+    let server = tls_server("zookeeper-tls", tls_standalone_spec);
     format!("127.0.0.1:{}", server.ports()[1])
 }
 
 #[cfg(feature = "zookeeper-tls")]
 fn tls_servers() -> TlsServers<'static> {
-    TlsServers {
-        schemes: ("zk", "zks"),
-        plain_host: plain_host(),
-        tls_host: tls_host(),
-        userinfo: "",
-        query: ZK_TLS_FAST,
-    }
+    TlsServers::new(("zk", "zks"), plain_host(), tls_host(), ZK_TLS_FAST)
 }
 
-fn wrong_protocol(host: &str) -> Expected<'_> {
-    Expected {
-        code: 2,
-        names: host,
-        cause: "the server there is not ZooKeeper",
-        hint: "check the host and port in the URL",
-    }
-}
+connection_failure_tests!(ZOOKEEPER;
+    at_a_redis_port: "redis" common::redis_url,
+    at_an_etcd_port: "etcd" common::etcd_url);
 
-#[test]
-fn refused() {
-    assert_refused("zk", "ZooKeeper", ZK_FAST);
-}
-
-#[test]
-fn unreachable() {
-    assert_unreachable("zk", "ZooKeeper", ZK_FAST);
-}
-
-#[cfg(feature = "redis")]
-#[test]
-fn at_a_redis_port() {
-    let host = host_of(&common::redis_url("errors", ""));
-    assert_status_fails(
-        &format!("zk://{host}?{ZK_FAST}"),
-        wrong_protocol(&host),
-        None,
-    );
-}
-
-#[cfg(feature = "etcd")]
-#[test]
-fn at_an_etcd_port() {
-    let host = host_of(&common::etcd_url("errors", ""));
-    assert_status_fails(
-        &format!("zk://{host}?{ZK_FAST}"),
-        wrong_protocol(&host),
-        None,
-    );
-}
-
+/// The TLS failures, with the feature that compiles in `zks://`.
 #[cfg(feature = "zookeeper-tls")]
-#[test]
-fn tls_at_a_plain_port() {
-    tls_servers().tls_at_a_plain_port();
-}
+mod tls {
+    use super::*;
 
-#[cfg(feature = "zookeeper-tls")]
-#[test]
-fn plain_at_a_tls_port() {
-    tls_servers().plain_at_a_tls_port();
-}
-
-#[cfg(feature = "zookeeper-tls")]
-#[test]
-fn untrusted_server_certificate() {
-    tls_servers().untrusted_server_certificate();
-}
-
-#[cfg(feature = "zookeeper-tls")]
-#[test]
-fn missing_client_certificate() {
-    tls_servers().missing_client_certificate();
+    tls_failure_tests!(tls_servers());
 }
 
 /// Nodes created with digest credentials are only for the same

@@ -20,6 +20,41 @@ fn end(key: &str) -> Op {
     Op::End { key: key.into() }
 }
 
+/// Checks that the register counted no overlap, no unsafe write accepted
+/// and no token going backwards.
+fn assert_nothing_unsafe(r: &Register) {
+    let f = r.figures();
+    assert_eq!(
+        (f.overlaps, f.unsafe_accepted, f.token_regressions),
+        (0, 0, 0)
+    );
+}
+
+/// Checks that the register counted one token going backwards and the one
+/// unsafe write it let through.
+fn assert_one_regression_let_a_write_through(r: &Register) {
+    let f = r.figures();
+    assert_eq!((f.token_regressions, f.unsafe_accepted), (1, 1));
+}
+
+/// A register in which client 1 began holding `k` (token 1, claimed at
+/// 10) and client 2 took it over (token 2, claimed at 20).
+fn taken_over() -> Register {
+    let r = Register::new();
+    r.apply_at(1, begin("k", 1, 10), 11);
+    r.apply_at(2, begin("k", 2, 20), 21);
+    r
+}
+
+/// A register in which clients 1 and 2 hold the two permits of
+/// `permits-2-0` (tokens 1 and 2, claimed at 10 and 12).
+fn two_permit_holders() -> Register {
+    let r = Register::new();
+    r.apply_at(1, begin("permits-2-0", 1, 10), 11);
+    r.apply_at(2, begin("permits-2-0", 2, 12), 13);
+    r
+}
+
 #[test]
 fn clean_hand_offs_count_nothing_unsafe() {
     let r = Register::new();
@@ -37,9 +72,7 @@ fn clean_hand_offs_count_nothing_unsafe() {
 
 #[test]
 fn a_replaced_holder_claiming_its_lock_after_the_takeover_is_an_overlap() {
-    let r = Register::new();
-    r.apply_at(1, begin("k", 1, 10), 11);
-    r.apply_at(2, begin("k", 2, 20), 21);
+    let r = taken_over();
     // Its guard said "held" at 30, after the new holder began at 21.
     assert_eq!(r.apply_at(1, write("k", 1, 30), 31), Verdict::Stale);
     let f = r.figures();
@@ -48,9 +81,7 @@ fn a_replaced_holder_claiming_its_lock_after_the_takeover_is_an_overlap() {
 
 #[test]
 fn a_write_claimed_before_the_takeover_but_arriving_after_is_fenced_not_an_overlap() {
-    let r = Register::new();
-    r.apply_at(1, begin("k", 1, 10), 11);
-    r.apply_at(2, begin("k", 2, 20), 21);
+    let r = taken_over();
     // Checked at 15 (before the takeover), arrives at 40: the fencing
     // check must refuse it, and no guard lied.
     assert_eq!(r.apply_at(1, write("k", 1, 15), 40), Verdict::Stale);
@@ -65,8 +96,7 @@ fn tokens_going_backwards_let_a_replaced_holders_write_through_and_are_counted()
     // A restarted store hands out a lower token to someone else.
     assert_eq!(r.apply_at(2, begin("k", 1, 20), 21), Verdict::Stale);
     assert_eq!(r.apply_at(1, write("k", 5, 15), 30), Verdict::Accepted);
-    let f = r.figures();
-    assert_eq!((f.token_regressions, f.unsafe_accepted), (1, 1));
+    assert_one_regression_let_a_write_through(&r);
 }
 
 #[test]
@@ -75,8 +105,7 @@ fn a_token_handed_to_two_clients_is_unsafe() {
     r.apply_at(1, begin("k", 3, 10), 11);
     r.apply_at(1, end("k"), 12);
     assert_eq!(r.apply_at(2, begin("k", 3, 20), 21), Verdict::Accepted);
-    let f = r.figures();
-    assert_eq!((f.token_regressions, f.unsafe_accepted), (1, 1));
+    assert_one_regression_let_a_write_through(&r);
 }
 
 #[test]
@@ -85,11 +114,7 @@ fn keys_are_judged_apart() {
     r.apply_at(1, begin("a", 7, 10), 11);
     r.apply_at(2, begin("b", 1, 12), 13);
     r.apply_at(1, write("a", 7, 14), 15);
-    let f = r.figures();
-    assert_eq!(
-        (f.overlaps, f.unsafe_accepted, f.token_regressions),
-        (0, 0, 0)
-    );
+    assert_nothing_unsafe(&r);
     assert_eq!(r.holders(), BTreeSet::from([1, 2]));
 }
 
@@ -106,23 +131,13 @@ fn permits_up_to_the_limit_hold_side_by_side() {
     r.apply_at(2, end("permits-2-0"), 16);
     r.apply_at(3, begin("permits-2-0", 6, 17), 18);
     r.apply_at(1, write("permits-2-0", 4, 19), 20);
-    let f = r.figures();
-    assert_eq!(
-        (
-            f.overlaps,
-            f.unsafe_accepted,
-            f.stale_rejected,
-            f.token_regressions
-        ),
-        (0, 0, 0, 0)
-    );
+    assert_nothing_unsafe(&r);
+    assert_eq!(r.figures().stale_rejected, 0);
 }
 
 #[test]
 fn a_permit_holder_past_the_limit_claiming_its_permit_is_an_overlap() {
-    let r = Register::new();
-    r.apply_at(1, begin("permits-2-0", 1, 10), 11);
-    r.apply_at(2, begin("permits-2-0", 2, 12), 13);
+    let r = two_permit_holders();
     // Client 1 goes silent (frozen); client 2 writes on.
     r.apply_at(2, write("permits-2-0", 2, 30), 31);
     // A third holder: one of the first two must have lost its permit.
@@ -137,9 +152,7 @@ fn a_permit_holder_past_the_limit_claiming_its_permit_is_an_overlap() {
 
 #[test]
 fn a_permit_lost_while_its_holder_still_spoke_is_no_overlap() {
-    let r = Register::new();
-    r.apply_at(1, begin("permits-2-0", 1, 10), 11);
-    r.apply_at(2, begin("permits-2-0", 2, 12), 13);
+    let r = two_permit_holders();
     // Client 1, cut off from the store, says "held" until its lease
     // runs out at 40; client 2 last spoke at 12.
     r.apply_at(1, write("permits-2-0", 1, 39), 40);

@@ -5,6 +5,7 @@
 use super::watch::next_state;
 use super::*;
 use crate::election::{LeaderInfo, LeaderWatch};
+use crate::token::FencingToken;
 
 /// The next leader state `observer` reports, failing the case if none
 /// comes within `within`.
@@ -13,6 +14,18 @@ async fn next_leader(observer: &mut LeaderWatch, within: Duration) -> Option<Lea
         Ok(state) => state,
         Err(_) => panic!("the observer reported nothing for {within:?}"),
     }
+}
+
+/// The next leader `observer` reports within [`SLACK`], which must be in
+/// `term` with `value`; `missing` says what no leader reported means.
+async fn next_leader_is(
+    observer: &mut LeaderWatch,
+    (term, value): (FencingToken, &str),
+    missing: &str,
+) -> LeaderInfo {
+    let seen = next_leader(observer, SLACK).await.expect(missing);
+    assert_eq!((seen.term, seen.value.as_str()), (term, value));
+    seen
 }
 
 /// Eight candidates on their own lockers campaign, lead briefly and resign,
@@ -39,16 +52,7 @@ pub async fn election_has_one_leader_at_a_time(factory: &dyn LockerFactory) -> C
                     .campaign_with(value.as_str(), wait(Duration::from_secs(60)))
                     .await?;
                 assert!(!leading.swap(true, Ordering::SeqCst), "two leaders at once");
-                {
-                    let mut last = last_term.lock().unwrap();
-                    assert!(
-                        leader.term().get() > *last,
-                        "term {} after {}",
-                        leader.term(),
-                        *last
-                    );
-                    *last = leader.term().get();
-                }
+                assert_rises(&last_term, leader.term().get(), "term");
                 assert_eq!(leader.value(), value);
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 leading.store(false, Ordering::SeqCst);
@@ -57,9 +61,7 @@ pub async fn election_has_one_leader_at_a_time(factory: &dyn LockerFactory) -> C
             Ok::<_, LockError>(())
         }));
     }
-    for task in tasks {
-        join(task).await?;
-    }
+    join_all(tasks).await?;
     Ok(Outcome::Passed)
 }
 
@@ -70,10 +72,12 @@ pub async fn observe_sees_every_leader_in_order(factory: &dyn LockerFactory) -> 
     let (_, a, b) = two_lockers(factory, "observe_order", TTL).await?;
     let first = a.election("leader")?.campaign("leader-0").await?;
     let mut observer = b.election("leader")?.observe();
-    let seen = next_leader(&mut observer, SLACK)
-        .await
-        .expect("the current leader was not reported");
-    assert_eq!((seen.term, seen.value.as_str()), (first.term(), "leader-0"));
+    let seen = next_leader_is(
+        &mut observer,
+        (first.term(), "leader-0"),
+        "the current leader was not reported",
+    )
+    .await;
     let mut terms = vec![first.term()];
     let leaders = {
         let election = a.election("leader")?;
@@ -143,13 +147,12 @@ pub async fn proclaim_reaches_leader_and_observers(factory: &dyn LockerFactory) 
         (leader.term(), "10.0.0.7:9090")
     );
     assert_eq!(now.owner, leader.owner().as_str());
-    let seen = next_leader(&mut observer, SLACK)
-        .await
-        .expect("the proclaim was seen as no leader");
-    assert_eq!(
-        (seen.term, seen.value.as_str()),
-        (leader.term(), "10.0.0.7:9090")
-    );
+    next_leader_is(
+        &mut observer,
+        (leader.term(), "10.0.0.7:9090"),
+        "the proclaim was seen as no leader",
+    )
+    .await;
     leader.resign().await?;
     Ok(Outcome::Passed)
 }
@@ -158,10 +161,9 @@ pub async fn proclaim_reaches_leader_and_observers(factory: &dyn LockerFactory) 
 /// the ttl and a margin; it is told it lost, and observers see the new
 /// leader.
 pub async fn stalled_leader_is_replaced_after_ttl(factory: &dyn LockerFactory) -> CaseResult {
-    let (settings, a, b) = two_lockers(factory, "stalled_leader", SHORT_TTL).await?;
-    if !a.capabilities().per_lock_expiry {
+    let Some((settings, a, b)) = two_expiring_lockers(factory, "stalled_leader").await? else {
         return Ok(Outcome::NotApplicable(why::NO_LOCK_EXPIRES_ALONE));
-    }
+    };
     let observer_locker = factory.open(&settings).await?;
     let stalled = a
         .election("leader")?
@@ -240,16 +242,13 @@ pub async fn cancelled_campaign_leaves_nothing_behind(factory: &dyn LockerFactor
     let (_, a, b) = two_lockers(factory, "cancelled_campaign", TTL).await?;
     let election = b.election("leader")?;
     let leader = a.election("leader")?.campaign("leader").await?;
-    let dropped =
-        tokio::time::timeout(Duration::from_millis(300), election.campaign("dropped")).await;
-    assert!(dropped.is_err(), "a campaign on a led election returned");
+    let dropped = election.campaign("dropped");
+    let returned = "a campaign on a led election returned";
+    assert_still_waiting(dropped, Duration::from_millis(300), returned).await;
     let timed_out = election
         .campaign_with("timed out", wait(Duration::from_millis(300)))
         .await;
-    assert!(
-        matches!(timed_out, Err(LockError::Timeout { .. })),
-        "{timed_out:?}"
-    );
+    assert_timed_out(&timed_out);
     leader.resign().await?;
     let mut observer = election.observe();
     let seen = next_leader(&mut observer, SLACK).await;

@@ -28,16 +28,7 @@ pub async fn mutual_exclusion(factory: &dyn LockerFactory) -> CaseResult {
                         .lock_with("contended", wait(Duration::from_secs(60)))
                         .await?;
                     assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
-                    {
-                        let mut last = last_token.lock().unwrap();
-                        assert!(
-                            guard.token().get() > *last,
-                            "token {} after {}",
-                            guard.token(),
-                            *last
-                        );
-                        *last = guard.token().get();
-                    }
+                    assert_rises(&last_token, guard.token().get(), "token");
                     // A read-modify-write that loses updates without exclusion.
                     let seen = counter.load(Ordering::SeqCst);
                     tokio::task::yield_now().await;
@@ -49,9 +40,7 @@ pub async fn mutual_exclusion(factory: &dyn LockerFactory) -> CaseResult {
             }));
         }
     }
-    for task in tasks {
-        join(task).await?;
-    }
+    join_all(tasks).await?;
     let expected = (LOCKERS * TASKS_PER_LOCKER) as u64 * ROUNDS;
     assert_eq!(counter.load(Ordering::SeqCst), expected, "lost updates");
     Ok(Outcome::Passed)

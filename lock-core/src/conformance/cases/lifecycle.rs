@@ -12,16 +12,13 @@ pub async fn dropped_lock_call_leaves_nothing_behind(factory: &dyn LockerFactory
     // Waiters dropped while queued behind a holder.
     let holder = a.lock("queued").await?;
     for _ in 0..3 {
-        let dropped = tokio::time::timeout(Duration::from_millis(200), b.lock("queued")).await;
-        assert!(dropped.is_err(), "lock() on a held key returned");
+        let returned = "lock() on a held key returned";
+        assert_still_waiting(b.lock("queued"), Duration::from_millis(200), returned).await;
     }
     let timed_out = b
         .lock_with("queued", wait(Duration::from_millis(200)))
         .await;
-    assert!(
-        matches!(timed_out, Err(LockError::Timeout { .. })),
-        "{timed_out:?}"
-    );
+    assert_timed_out(&timed_out);
     holder.release().await?;
     let next = c.lock_with("queued", wait(Duration::from_secs(1))).await?;
     next.release().await?;

@@ -108,10 +108,9 @@ pub async fn renewal_keeps_lock_past_three_ttls(factory: &dyn LockerFactory) -> 
 /// A holder that stops renewing (as if it crashed) frees the lock after
 /// the ttl, not before and not much later.
 pub async fn abandoned_lock_is_freed_after_ttl(factory: &dyn LockerFactory) -> CaseResult {
-    let (settings, a, b) = two_lockers(factory, "abandoned", SHORT_TTL).await?;
-    if !a.capabilities().per_lock_expiry {
+    let Some((settings, a, b)) = two_expiring_lockers(factory, "abandoned").await? else {
         return Ok(Outcome::NotApplicable(why::NO_LOCK_EXPIRES_ALONE));
-    }
+    };
     let before_lock = Instant::now();
     a.lock("k").await?.leak();
     let leaked_at = Instant::now();
@@ -192,10 +191,9 @@ pub async fn tokens_increase_across_expiry(factory: &dyn LockerFactory) -> CaseR
 pub async fn loss_is_signalled_before_others_can_acquire(
     factory: &dyn LockerFactory,
 ) -> CaseResult {
-    let (settings, a, b) = two_lockers(factory, "loss_before_expiry", SHORT_TTL).await?;
-    if !a.capabilities().per_lock_expiry {
+    let Some((settings, a, b)) = two_expiring_lockers(factory, "loss_before_expiry").await? else {
         return Ok(Outcome::NotApplicable(why::NO_LOCK_EXPIRES_ALONE));
-    }
+    };
     let old = a
         .lock_with("k", LockOptions::new().auto_renew(false))
         .await?;

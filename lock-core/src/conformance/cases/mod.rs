@@ -1,6 +1,7 @@
 //! The cases. Each takes a [`LockerFactory`] and checks one behaviour the
 //! user relies on; assertion failures panic with what went wrong.
 
+mod checks;
 mod election;
 mod exclusion;
 mod keys;
@@ -10,6 +11,7 @@ mod rwlock;
 mod semaphore;
 mod watch;
 
+use checks::*;
 pub use election::*;
 pub use exclusion::*;
 pub use keys::*;

@@ -78,9 +78,7 @@ pub async fn readers_share_and_writers_exclude(factory: &dyn LockerFactory) -> C
             Ok::<_, LockError>(())
         }));
     }
-    for task in tasks {
-        join(task).await?;
-    }
+    join_all(tasks).await?;
     assert!(
         most_readers.load(Ordering::SeqCst) >= 2,
         "readers never overlapped"
@@ -194,19 +192,15 @@ pub async fn cancelled_shared_requests_leave_nothing_behind(
         let (rw, other) = (a.rwlock("cfg")?, b.rwlock("cfg")?);
         // A writer that gave up behind a reader must not hold readers back.
         let reading = rw.read().await?;
-        let gave_up = other.write_with(wait(short)).await;
-        assert!(
-            matches!(gave_up, Err(LockError::Timeout { .. })),
-            "{gave_up:?}"
-        );
-        assert!(tokio::time::timeout(short, other.write()).await.is_err());
+        assert_timed_out(&other.write_with(wait(short)).await);
+        assert_still_waiting(other.write(), short, "a writer behind a reader").await;
         let next = other.try_read().await?;
         assert!(next.is_some(), "a cancelled writer kept a reader out");
         drop(next);
         reading.release().await?;
         // A reader that gave up behind a writer must not hold writers back.
         let writing = rw.write().await?;
-        assert!(tokio::time::timeout(short, other.read()).await.is_err());
+        assert_still_waiting(other.read(), short, "a reader behind a writer").await;
         writing.release().await?;
         let next = other.write_with(wait(SLACK)).await?;
         next.release().await?;
@@ -214,12 +208,8 @@ pub async fn cancelled_shared_requests_leave_nothing_behind(
     if caps.semaphores {
         let (pool, other) = (a.semaphore("pool", 1)?, b.semaphore("pool", 1)?);
         let permit = pool.acquire().await?;
-        let gave_up = other.acquire_with(wait(short)).await;
-        assert!(
-            matches!(gave_up, Err(LockError::Timeout { .. })),
-            "{gave_up:?}"
-        );
-        assert!(tokio::time::timeout(short, other.acquire()).await.is_err());
+        assert_timed_out(&other.acquire_with(wait(short)).await);
+        assert_still_waiting(other.acquire(), short, "a permit past the limit").await;
         permit.release().await?;
         let next = pool.acquire_with(wait(SLACK)).await?;
         next.release().await?;

@@ -59,9 +59,7 @@ pub async fn semaphore_never_exceeds_its_limit(factory: &dyn LockerFactory) -> C
             Ok::<_, LockError>(())
         }));
     }
-    for task in tasks {
-        join(task).await?;
-    }
+    join_all(tasks).await?;
     Ok(Outcome::Passed)
 }
 

@@ -4,6 +4,7 @@
 use super::*;
 use crate::info::LockInfo;
 use crate::limits::MAX_VALUE_LEN;
+use crate::token::FencingToken;
 use crate::watch::HolderWatch;
 
 /// The next state `watch` reports, failing the case if none comes within
@@ -16,6 +17,14 @@ pub(super) async fn next_state(watch: &mut HolderWatch, within: Duration) -> Opt
             watch.key()
         ),
     }
+}
+
+/// The next state `watch` reports within [`SLACK`], which must be a
+/// holder with `token`; `missing` says what a free lock reported means.
+async fn next_holder(watch: &mut HolderWatch, token: FencingToken, missing: &str) -> LockInfo {
+    let held = next_state(watch, SLACK).await.expect(missing);
+    assert_eq!(held.token, token, "another holder reported");
+    held
 }
 
 /// A value stored with the lock comes back from `inspect` byte for byte
@@ -77,19 +86,13 @@ pub async fn watch_reports_acquire_and_release(factory: &dyn LockerFactory) -> C
         "a free lock was reported held"
     );
     let guard = a.lock_with("k", LockOptions::new().value("first")).await?;
-    let held = next_state(&mut watch, SLACK)
-        .await
-        .expect("the acquisition was not reported");
-    assert_eq!((held.token, held.value.as_str()), (guard.token(), "first"));
+    let token = guard.token();
+    let held = next_holder(&mut watch, token, "the acquisition was not reported").await;
+    assert_eq!(held.value, "first");
     assert_eq!(held.owner, guard.owner().as_str());
     guard.set_value("second").await?;
-    let changed = next_state(&mut watch, SLACK)
-        .await
-        .expect("the value change was reported as free");
-    assert_eq!(
-        (changed.token, changed.value.as_str()),
-        (guard.token(), "second")
-    );
+    let changed = next_holder(&mut watch, token, "the value change was reported as free").await;
+    assert_eq!(changed.value, "second");
     guard.release().await?;
     assert!(
         next_state(&mut watch, SLACK).await.is_none(),
@@ -98,10 +101,7 @@ pub async fn watch_reports_acquire_and_release(factory: &dyn LockerFactory) -> C
     // A watch started on a held lock starts with its holder.
     let guard = a.lock("k").await?;
     let mut late = b.watch("k")?;
-    let first = next_state(&mut late, SLACK)
-        .await
-        .expect("the holder was not reported");
-    assert_eq!(first.token, guard.token());
+    next_holder(&mut late, guard.token(), "the holder was not reported").await;
     guard.release().await?;
     assert!(next_state(&mut late, SLACK).await.is_none());
     Ok(Outcome::Passed)
@@ -110,20 +110,16 @@ pub async fn watch_reports_acquire_and_release(factory: &dyn LockerFactory) -> C
 /// A lease that runs out is reported by the watch as a free lock, within
 /// the ttl and a margin, although the store announces nothing.
 pub async fn watch_reports_expiry(factory: &dyn LockerFactory) -> CaseResult {
-    let (settings, a, b) = two_lockers(factory, "watch_expiry", SHORT_TTL).await?;
-    if !a.capabilities().per_lock_expiry {
+    let Some((settings, a, b)) = two_expiring_lockers(factory, "watch_expiry").await? else {
         return Ok(Outcome::NotApplicable(why::NO_LOCK_EXPIRES_ALONE));
-    }
+    };
     let mut watch = b.watch("k")?;
     assert!(next_state(&mut watch, SLACK).await.is_none());
     let guard = a.lock("k").await?;
     let token = guard.token();
     guard.leak();
     let leaked_at = Instant::now();
-    let held = next_state(&mut watch, SLACK)
-        .await
-        .expect("the acquisition was not reported");
-    assert_eq!(held.token, token);
+    next_holder(&mut watch, token, "the acquisition was not reported").await;
     assert!(
         next_state(&mut watch, settings.ttl + SLACK).await.is_none(),
         "the expired holder was reported again"
@@ -141,10 +137,7 @@ pub async fn watch_reports_a_lock_taken_away(factory: &dyn LockerFactory) -> Cas
     let (_, a, b) = two_lockers(factory, "watch_taken", TTL).await?;
     let guard = a.lock("k").await?;
     let mut watch = b.watch("k")?;
-    let held = next_state(&mut watch, SLACK)
-        .await
-        .expect("the holder was not reported");
-    assert_eq!(held.token, guard.token());
+    next_holder(&mut watch, guard.token(), "the holder was not reported").await;
     let Some(taken) = factory.take_away(&b, "k").await else {
         return Ok(Outcome::NotApplicable(why::NO_FORCE_RELEASE));
     };
