@@ -303,7 +303,7 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -363,16 +363,25 @@ mod tests {
         ));
     }
 
+    /// A lock file's name `k.lock` in `dir` that is a symlink to another
+    /// file: what an attacker in a shared directory would plant. Returns
+    /// the link and a check that the file it points at is untouched.
+    pub(crate) fn planted_symlink(dir: &Path) -> (PathBuf, impl Fn()) {
+        let target = dir.join("precious");
+        fs::write(&target, "keep me").unwrap();
+        let path = dir.join("k.lock");
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let untouched = move || assert_eq!(fs::read_to_string(&target).unwrap(), "keep me");
+        (path, untouched)
+    }
+
     #[test]
     fn symlinks_are_not_followed() {
         let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("precious");
-        fs::write(&target, "keep me").unwrap();
-        let path = dir.path().join("k.lock");
-        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let (path, assert_untouched) = planted_symlink(dir.path());
         for sharing in [Sharing::Private, Sharing::of_directory_mode(0o777)] {
             assert!(open_creating(&path, sharing).is_err());
         }
-        assert_eq!(fs::read_to_string(&target).unwrap(), "keep me");
+        assert_untouched();
     }
 }

@@ -134,12 +134,9 @@ fn a_file_without_a_token_is_an_error_and_stays() {
 #[test]
 fn symlinks_are_not_followed() {
     let dir = tempfile::tempdir().unwrap();
-    let target = dir.path().join("precious");
-    fs::write(&target, "keep me").unwrap();
-    let path = dir.path().join("k.lock");
-    std::os::unix::fs::symlink(&target, &path).unwrap();
+    let (path, assert_untouched) = crate::create::tests::planted_symlink(dir.path());
     assert!(lock_and_stamp(&path, "a", "", DISK).is_err());
-    assert_eq!(fs::read_to_string(&target).unwrap(), "keep me");
+    assert_untouched();
 }
 
 /// A probe that finds the file of a dead holder free removes it, after
