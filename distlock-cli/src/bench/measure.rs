@@ -9,8 +9,8 @@ use distlock::{LockError, LockName, LockOptions, Locker};
 use tokio::task::JoinHandle;
 
 use super::floor::FloorProbe;
+use super::opener::Opener;
 use super::stats::Handovers;
-use super::Opener;
 use crate::exit::Failure;
 
 /// Samples per block when ours and the floor alternate; small enough that

@@ -18,7 +18,7 @@ use tokio::process::{Child, Command};
 use super::failover::{candidate, election, led};
 use super::{describe, open, within, Crash, CrashKind, PATIENCE};
 use crate::bench::measure::WAITER_SETTLE;
-use crate::bench::Opener;
+use crate::bench::opener::Opener;
 
 /// The lease of the crash failover's lockers: what a crashed leader costs.
 pub(crate) const CRASH_TTL: Duration = Duration::from_secs(1);

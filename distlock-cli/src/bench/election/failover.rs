@@ -8,7 +8,7 @@ use distlock::{Election, Leadership, LockError, LockOptions, Locker};
 use super::{describe, floor_sample, more_samples, open, within, Failover, Task, PATIENCE};
 use crate::bench::floor::FloorProbe;
 use crate::bench::measure::WAITER_SETTLE;
-use crate::bench::Opener;
+use crate::bench::opener::Opener;
 
 /// The election of the resign failover.
 const FAILOVER_KEY: &str = "bench/election-failover";

@@ -39,8 +39,8 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
 use super::floor::FloorProbe;
+use super::opener::Opener;
 use super::stats::Handovers;
-use super::Opener;
 
 pub(crate) use crash::CRASH_TTL;
 pub(crate) use observe::OBSERVERS;

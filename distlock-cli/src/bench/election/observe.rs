@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 
 use super::{describe, floor_sample, more_samples, open, within, Observe, RawNotify, Task};
 use crate::bench::floor::{FloorProbe, NotifyProbe};
-use crate::bench::Opener;
+use crate::bench::opener::Opener;
 
 /// Observers waiting on the election at once.
 pub(crate) const OBSERVERS: usize = 16;

@@ -11,7 +11,7 @@ use lock_core::memory::MemoryBackend;
 use lock_core::LockInfo;
 
 use super::{failover, observe, run, Failover, Observe, CRASH_TTL};
-use crate::bench::Opener;
+use crate::bench::opener::Opener;
 use crate::url::ChosenStore;
 
 /// The memory store, except that its watch never yields anything: a store
