@@ -138,14 +138,29 @@ if ((${#servers[@]})); then
     fi
 fi
 
+# One measurement of `binary` (ours or the baseline) under `title`.
+run_one() {
+    local binary=$1 title=$2 url=$3 keys=$4
+    printf '\n=== %s ===\n' "$title"
+    "$binary" --url "$url" bench --clients "$CLIENTS" --keys "$keys" --duration "$DURATION" "${extra[@]}"
+}
+
+runs=0
 run() {
     local label=$1 url=$2 keys=$3
-    printf '\n=== %s, %s clients, %s key(s), %s ===\n' "$label" "$CLIENTS" "$keys" "$DURATION"
-    "$bin" --url "$url" bench --clients "$CLIENTS" --keys "$keys" --duration "$DURATION" "${extra[@]}"
-    if [[ -n $BASELINE ]]; then
-        printf '\n=== %s, %s clients, %s key(s), %s, baseline %s ===\n' \
-            "$label" "$CLIENTS" "$keys" "$DURATION" "$BASELINE"
-        "$BASELINE" --url "$url" bench --clients "$CLIENTS" --keys "$keys" --duration "$DURATION" "${extra[@]}"
+    local title="$label, $CLIENTS clients, $keys key(s), $DURATION"
+    if [[ -z $BASELINE ]]; then
+        run_one "$bin" "$title" "$url" "$keys"
+        return
+    fi
+    # Ours and the baseline take turns going first, so neither always
+    # meets a server the other has just warmed or filled.
+    if ((runs++ % 2 == 0)); then
+        run_one "$bin" "$title" "$url" "$keys"
+        run_one "$BASELINE" "$title, baseline $BASELINE" "$url" "$keys"
+    else
+        run_one "$BASELINE" "$title, baseline $BASELINE" "$url" "$keys"
+        run_one "$bin" "$title" "$url" "$keys"
     fi
 }
 

@@ -85,14 +85,14 @@ struct QuietPanics;
 
 impl QuietPanics {
     fn install() -> Self {
-        crate::QUIET_PANICS.store(true, Ordering::SeqCst);
+        output::QUIET_PANICS.store(true, Ordering::SeqCst);
         Self
     }
 }
 
 impl Drop for QuietPanics {
     fn drop(&mut self) {
-        crate::QUIET_PANICS.store(false, Ordering::SeqCst);
+        output::QUIET_PANICS.store(false, Ordering::SeqCst);
     }
 }
 

@@ -38,14 +38,11 @@ mod supervise;
 mod url;
 
 use std::panic;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use cli::{Cli, Command};
 use exit::Failure;
 use url::ChosenStore;
-
-/// While set, panics print nothing (`check` reports them itself).
-static QUIET_PANICS: AtomicBool = AtomicBool::new(false);
 
 /// Runs the parsed command line; returns the process exit code. Errors
 /// are reported on stderr here.
@@ -208,7 +205,7 @@ pub fn init_diagnostics() {
         .with_target(false)
         .try_init();
     panic::set_hook(Box::new(|info| {
-        if QUIET_PANICS.load(Ordering::SeqCst) {
+        if output::QUIET_PANICS.load(Ordering::SeqCst) {
             return;
         }
         let message = info

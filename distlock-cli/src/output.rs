@@ -5,8 +5,12 @@
 //! half-written report is not worth more than a quiet exit.
 
 use std::io::{self, Write};
+use std::sync::atomic::AtomicBool;
 
 use crate::exit::Failure;
+
+/// While set, panics print nothing (`check` reports them itself).
+pub(crate) static QUIET_PANICS: AtomicBool = AtomicBool::new(false);
 
 /// Writes `text` and a newline to stdout. A closed pipe ends the command
 /// with exit code 1 and no message; other write errors are reported.
