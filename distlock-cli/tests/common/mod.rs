@@ -286,7 +286,16 @@ pub fn assert_mentions_each(text: &str, parts: &[&str]) {
 /// Runs `distlock --url URL check` and asserts that it exits 0, that it
 /// ran on `backend`, that every case passed or was not applicable, and
 /// that no panic reached stderr. Returns its stdout.
+///
+/// One `check` runs at a time in a test binary: each runs up to 40
+/// lockers side by side, and several at once on a two-core machine can
+/// stall a process past its 3 s leases, which the store then rightly
+/// reports lost.
 pub fn assert_check_passes(url: &str, backend: &str) -> String {
+    static ONE_CHECK_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_CHECK_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     assert_check_passed(
         &output_within(distlock_at(url, &["check"]), CHECK_LIMIT),
         backend,
