@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use tokio::sync::OnceCell;
 
 use crate::postgres::{pg_url, scram_probe, shared_postgres, PgServer, SUPERUSER};
-use crate::spec::RunAs;
 use crate::unprivileged::unprivileged_user;
+use crate::unprivileged::RunAs;
 use crate::{find_program, Server, ServerContext, ServerSpec};
 
 /// The configuration file in the bouncer's data dir.

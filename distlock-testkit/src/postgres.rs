@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tokio::sync::OnceCell;
 
-use crate::spec::RunAs;
+use crate::unprivileged::RunAs;
 use crate::unprivileged::{run_tool, unprivileged_user};
 use crate::{env_override, eventually, find_program, probe, procfs, Server, ServerSpec};
 use crate::{ServerContext, PG_URL_VAR};

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::probe::{self, ProbeFuture};
+use crate::unprivileged::RunAs;
 
 /// Default time a server gets to answer its readiness probe. Generous
 /// because JVMs (ZooKeeper) start slowly on a busy 2-core machine.
@@ -53,15 +54,6 @@ type InitFn = Arc<dyn Fn(&ServerContext) -> InitFuture + Send + Sync>;
 /// the data dir is ready for the first launch, `Err` with the reason the
 /// server cannot start.
 pub type InitFuture = ProbeFuture;
-
-/// The user and group ids a server runs as; see [`ServerSpec::run_as`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RunAs {
-    /// The user id.
-    pub uid: u32,
-    /// The group id (also the only group: supplementary groups are dropped).
-    pub gid: u32,
-}
 
 /// How to launch a test server; start it with [`ServerSpec::start`].
 ///

@@ -4,7 +4,15 @@
 use std::ffi::CString;
 use std::process::Output;
 
-use crate::spec::RunAs;
+/// The user and group ids a server runs as; see
+/// [`ServerSpec::run_as`](crate::ServerSpec::run_as).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunAs {
+    /// The user id.
+    pub uid: u32,
+    /// The group id (also the only group: supplementary groups are dropped).
+    pub gid: u32,
+}
 
 /// The user such servers run as when this process is root.
 pub const UNPRIVILEGED_USER: &str = "nobody";
