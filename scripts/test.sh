@@ -8,18 +8,22 @@
 # What it does:
 #   1. Makes sure the tools the tests need are there: protoc (to build the etcd
 #      client), redis-server + redis-cli, etcd (+ etcdctl when the distribution
-#      has it), and ZooKeeper with a Java runtime. On Debian/Ubuntu as root it
-#      installs whatever is missing with apt-get (and runs `apt-get update` only
-#      when something is missing, so a second run is fast). Elsewhere it prints
-#      what to install, or lets the tests use servers that are already running
-#      (DISTLOCK_TEST_REDIS_URL / DISTLOCK_TEST_ETCD_URL / DISTLOCK_TEST_ZK_URL,
+#      has it), ZooKeeper with a Java runtime, PostgreSQL (server programs:
+#      initdb, postgres, pg_ctl, pg_basebackup; on Debian under
+#      /usr/lib/postgresql/<major>/bin, the highest major is used) and
+#      PgBouncer. On Debian/Ubuntu as root it installs whatever is missing with
+#      apt-get (and runs `apt-get update` only when something is missing, so a
+#      second run is fast). Elsewhere it prints what to install, or lets the
+#      tests use servers that are already running (DISTLOCK_TEST_REDIS_URL /
+#      DISTLOCK_TEST_ETCD_URL / DISTLOCK_TEST_ZK_URL / DISTLOCK_TEST_PG_URL,
 #      e.g. from `docker compose up -d`, see docs/containers.md).
 #   2. Runs `cargo test --workspace --all-features "$@"`.
 #   3. Without arguments, runs every example of examples/ once (file store).
 #
 # The tests never use a system service started by a package install: the
 # harness in distlock-testkit spawns its own servers on free loopback ports
-# with temporary data directories.
+# with temporary data directories (PostgreSQL and PgBouncer refuse root, so
+# under root the harness runs them as the user `nobody`).
 #
 # Environment:
 #   CI=true                      plain output (CARGO_TERM_COLOR=never), no
@@ -27,6 +31,9 @@
 #   DISTLOCK_TEST_REDIS_URL      use this Redis instead of spawning redis-server
 #   DISTLOCK_TEST_ETCD_URL       use this etcd instead of spawning etcd
 #   DISTLOCK_TEST_ZK_URL         use this ZooKeeper instead of spawning one
+#   DISTLOCK_TEST_PG_URL         use this PostgreSQL (postgres://user:password@host:port/db)
+#                                for the tests of a shared server instead of spawning
+#                                one (fault, standby and PgBouncer tests still spawn theirs)
 #   DISTLOCK_TEST_DATA_ROOT      where spawned servers keep their data (default:
 #                                /dev/shm when it has 2 GiB free, else the temp dir)
 #   DISTLOCK_TEST_SETUP_ONLY=1   check/install the tools, print the banner, and
@@ -60,6 +67,33 @@ protobuf_includes_present() {
     [[ -f /usr/include/google/protobuf/descriptor.proto ]] && return 0
     [[ -n "${PROTOC_INCLUDE:-}" && -f "$PROTOC_INCLUDE/google/protobuf/descriptor.proto" ]] && return 0
     [[ -f /usr/local/include/google/protobuf/descriptor.proto ]]
+}
+
+# The dir of PostgreSQL's server programs: Debian's highest major version, else
+# wherever initdb is on PATH. Prints nothing when there is none.
+postgres_bin_dir() {
+    local dir best="" best_major=-1 major
+    for dir in /usr/lib/postgresql/*/bin; do
+        major=${dir#/usr/lib/postgresql/}
+        major=${major%%/*}
+        [[ "$major" =~ ^[0-9]+$ && -x "$dir/postgres" && -x "$dir/initdb" ]] || continue
+        if ((major > best_major)); then
+            best_major=$major
+            best=$dir
+        fi
+    done
+    if [[ -z "$best" ]] && have initdb; then
+        best=$(dirname -- "$(command -v initdb)")
+    fi
+    printf '%s' "$best"
+}
+
+pgbouncer_program() {
+    if have pgbouncer; then
+        command -v pgbouncer
+    elif [[ -x /usr/sbin/pgbouncer ]]; then
+        printf '%s' /usr/sbin/pgbouncer
+    fi
 }
 
 zookeeper_present() {
@@ -97,6 +131,14 @@ if ! zookeeper_present; then
     missing+=("zookeeper|ZooKeeper server (+ Java runtime)|DISTLOCK_TEST_ZK_URL")
 elif ! have java; then
     missing+=("default-jre-headless|java (to run ZooKeeper)|DISTLOCK_TEST_ZK_URL")
+fi
+if [[ -z "$(postgres_bin_dir)" ]]; then
+    missing+=("postgresql|PostgreSQL server (initdb, postgres, pg_basebackup)|DISTLOCK_TEST_PG_URL")
+fi
+if [[ -z "$(pgbouncer_program)" ]]; then
+    # The PgBouncer tests put one in front of a spawned server: no variable
+    # stands in for it.
+    missing+=("pgbouncer|pgbouncer|")
 fi
 # Nice to have, never required: etcdctl (Debian: etcd-client).
 want_etcdctl=0
@@ -169,6 +211,8 @@ if ((${#missing[@]} > 0)) || ((want_etcdctl)); then
         have etcd || still+=(etcd)
         zookeeper_present || still+=(zookeeper)
         have java || still+=(java)
+        [[ -n "$(postgres_bin_dir)" ]] || still+=(postgresql)
+        [[ -n "$(pgbouncer_program)" ]] || still+=(pgbouncer)
         if ((${#still[@]} > 0)); then
             say "still missing after apt-get install: ${still[*]}"
             exit 1
@@ -179,8 +223,10 @@ if ((${#missing[@]} > 0)) || ((want_etcdctl)); then
         pgrep -x redis-server >/dev/null 2>&1 && running+=("redis-server")
         pgrep -x etcd >/dev/null 2>&1 && running+=("etcd")
         pgrep -f 'org\.apache\.zookeeper\.server' >/dev/null 2>&1 && running+=("zookeeper")
+        pgrep -x postgres >/dev/null 2>&1 && running+=("postgres")
+        pgrep -x pgbouncer >/dev/null 2>&1 && running+=("pgbouncer")
         if ((${#running[@]} > 0)); then
-            say "note: system service(s) running: ${running[*]} (default ports 6379/2379/2181)." \
+            say "note: system service(s) running: ${running[*]} (default ports 6379/2379/2181/5432/6432)." \
                 "The tests do not use them and they are left alone."
         fi
     elif ((${#missing[@]} > 0)); then
@@ -199,12 +245,13 @@ if ((${#missing[@]} > 0)) || ((want_etcdctl)); then
         else
             say "install them with your package manager, e.g."
             say "  Debian/Ubuntu:  apt-get install -y ${pkgs[*]}"
-            say "  macOS:          brew install protobuf redis etcd zookeeper"
+            say "  macOS:          brew install protobuf redis etcd zookeeper postgresql pgbouncer"
         fi
         say "or run the servers elsewhere (e.g. 'docker compose up -d', see docs/containers.md) and set:"
         say "  DISTLOCK_TEST_REDIS_URL=redis://127.0.0.1:6379"
         say "  DISTLOCK_TEST_ETCD_URL=etcd://127.0.0.1:2379"
         say "  DISTLOCK_TEST_ZK_URL=zk://127.0.0.1:2181"
+        say "  DISTLOCK_TEST_PG_URL=postgres://user:password@127.0.0.1:5432/postgres"
         # Continue only if every missing server has its variable set.
         uncovered=()
         for m in "${missing[@]}"; do
@@ -256,10 +303,19 @@ elif zookeeper_present; then
     ver_zk="present"
 fi
 
+pg_bin=$(postgres_bin_dir)
+ver_pg="not installed"
+[[ -n "$pg_bin" ]] && ver_pg="$(ver "$pg_bin/postgres" --version) ($pg_bin)"
+pgbouncer_bin=$(pgbouncer_program)
+ver_pgbouncer="not installed"
+[[ -n "$pgbouncer_bin" ]] && ver_pgbouncer=$(ver "$pgbouncer_bin" --version)
+
 echo "== distlock tests =="
 echo "   redis:     $ver_redis${DISTLOCK_TEST_REDIS_URL:+  (tests use DISTLOCK_TEST_REDIS_URL=$DISTLOCK_TEST_REDIS_URL)}"
 echo "   etcd:      $ver_etcd${DISTLOCK_TEST_ETCD_URL:+  (tests use DISTLOCK_TEST_ETCD_URL=$DISTLOCK_TEST_ETCD_URL)}"
 echo "   zookeeper: $ver_zk${DISTLOCK_TEST_ZK_URL:+  (tests use DISTLOCK_TEST_ZK_URL=$DISTLOCK_TEST_ZK_URL)}"
+echo "   postgres:  $ver_pg${DISTLOCK_TEST_PG_URL:+  (shared-server tests use DISTLOCK_TEST_PG_URL)}"
+echo "   pgbouncer: $ver_pgbouncer"
 echo "   java:      $ver_java"
 echo "   protoc:    $ver_protoc"
 echo "   cargo:     $(ver cargo --version)"

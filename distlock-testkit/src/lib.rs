@@ -6,9 +6,12 @@ pub mod data_root;
 pub mod etcd;
 pub mod fencing;
 pub mod layout;
+pub mod pg_standby;
+pub mod pgbouncer;
 #[cfg(feature = "tls")]
 pub mod pki;
 pub mod ports;
+pub mod postgres;
 pub mod probe;
 mod procfs;
 pub mod programs;
@@ -25,6 +28,7 @@ pub mod spawner;
 pub mod spec;
 pub mod states;
 pub mod store_config;
+pub mod unprivileged;
 pub mod url;
 pub mod wait;
 pub mod workload;
@@ -35,14 +39,15 @@ pub use fencing::{FencedResource, StaleToken};
 pub use ports::{free_port, free_ports};
 pub use probe::ProbeFuture;
 pub use programs::{
-    env_override, find_program, install_hint, ETCD_URL_VAR, REDIS_URL_VAR, ZK_URL_VAR,
+    env_override, find_program, install_hint, ETCD_URL_VAR, PG_URL_VAR, REDIS_URL_VAR, ZK_URL_VAR,
 };
 pub use proxy::FaultProxy;
 pub use server::Server;
 pub use shared::shared_server;
 pub use signals::{pause_group, resume_group, signal_group};
 pub use spawner::{spawn_child, spawn_child_blocking, this_binary_running};
-pub use spec::{ServerContext, ServerSpec, DEFAULT_READY_TIMEOUT};
+pub use spec::{InitFuture, ServerContext, ServerSpec, DEFAULT_READY_TIMEOUT};
 pub use states::{assert_lost, next_state, next_states};
+pub use unprivileged::RunAs;
 pub use url::{loopback_hosts, replace_hosts, url_hosts, with_query};
 pub use wait::{assert_not_before, eventually, Check};

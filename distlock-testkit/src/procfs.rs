@@ -110,9 +110,34 @@ fn group_members(group: u32) -> Vec<u32> {
 /// The process group of `pid`: the 3rd field after the `(command)` in
 /// `/proc/<pid>/stat` (state, ppid, pgrp).
 fn process_group_of(pid: u32) -> Option<u32> {
+    stat_field(pid, 2)?.parse().ok()
+}
+
+/// Field `n` (0: state, 1: ppid, 2: pgrp, ...) after the `(command)` in
+/// `/proc/<pid>/stat`, `None` if the process is gone.
+fn stat_field(pid: u32, n: usize) -> Option<String> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after_command = stat.rsplit_once(')')?.1;
-    after_command.split_whitespace().nth(2)?.parse().ok()
+    after_command.split_whitespace().nth(n).map(str::to_owned)
+}
+
+/// Pids of the processes whose parent is `pid`, whatever their group.
+pub(crate) fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let parent = pid.to_string();
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| stat_field(*child, 1).as_deref() == Some(parent.as_str()))
+        .collect()
+}
+
+/// Whether process `pid` is gone: no longer in `/proc`, or a zombie (it
+/// runs no code and holds no memory; PID 1 of a container may never reap
+/// it).
+pub(crate) fn process_gone(pid: u32) -> bool {
+    matches!(stat_field(pid, 0).as_deref(), None | Some("Z" | "X"))
 }
 
 /// Inodes of the sockets `pid` has open, from `/proc/<pid>/fd`.
@@ -130,4 +155,23 @@ fn socket_inodes(pid: u32) -> HashSet<u64> {
             .ok()
     })
     .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_is_listed_until_it_is_gone() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("run sleep");
+        assert!(children_of(std::process::id()).contains(&child.id()));
+        assert!(!process_gone(child.id()));
+        child.kill().expect("kill sleep");
+        child.wait().expect("reap sleep");
+        assert!(process_gone(child.id()));
+        assert!(!children_of(std::process::id()).contains(&child.id()));
+    }
 }

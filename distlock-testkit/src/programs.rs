@@ -13,6 +13,8 @@ pub const REDIS_URL_VAR: &str = "DISTLOCK_TEST_REDIS_URL";
 pub const ETCD_URL_VAR: &str = "DISTLOCK_TEST_ETCD_URL";
 /// Points the ZooKeeper tests at a running server instead of spawning one.
 pub const ZK_URL_VAR: &str = "DISTLOCK_TEST_ZK_URL";
+/// Points the PostgreSQL tests at a running server instead of spawning one.
+pub const PG_URL_VAR: &str = "DISTLOCK_TEST_PG_URL";
 
 /// Finds the first of `candidates` that is an executable file.
 ///

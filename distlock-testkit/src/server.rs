@@ -3,6 +3,7 @@
 use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -80,6 +81,7 @@ impl Server {
         loop {
             let server = Self::prepare(spec.clone())
                 .map_err(|e| format!("{}: cannot prepare a start: {e}", spec.name))?;
+            server.initialize().await?;
             match server.launch().await {
                 Ok(()) => return Ok(server),
                 Err(e) if e.port_in_use && attempt < PORT_ATTEMPTS => attempt += 1,
@@ -99,6 +101,11 @@ impl Server {
         cleanup::track_dir(id, dir.path().to_owned());
         let data_dir = dir.path().join("data");
         std::fs::create_dir(&data_dir)?;
+        if let Some(user) = spec.run_as {
+            for path in [dir.path(), &data_dir] {
+                std::os::unix::fs::chown(path, Some(user.uid), Some(user.gid))?;
+            }
+        }
         let ctx = ServerContext {
             port: ports[0],
             ports,
@@ -111,6 +118,20 @@ impl Server {
             ctx,
             child: Mutex::new(None),
             dir,
+        })
+    }
+
+    /// Runs the spec's init step, if any, on the fresh data dir.
+    async fn initialize(&self) -> Result<(), String> {
+        let Some(init) = &self.spec.init else {
+            return Ok(());
+        };
+        init(&self.ctx).await.map_err(|e| {
+            format!(
+                "test server {:?}: preparing {} failed: {e}",
+                self.spec.name,
+                self.ctx.data_dir.display()
+            )
         })
     }
 
@@ -153,6 +174,11 @@ impl Server {
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
+        if let Some(user) = self.spec.run_as {
+            // Applied in the child before the spawner's pre-exec step, so
+            // the parent-death signal it sets survives the change of user.
+            command.uid(user.uid).gid(user.gid);
+        }
         Ok(command)
     }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::probe::{self, ProbeFuture};
+use crate::unprivileged::RunAs;
 
 /// Default time a server gets to answer its readiness probe. Generous
 /// because JVMs (ZooKeeper) start slowly on a busy 2-core machine.
@@ -46,6 +47,13 @@ impl ServerContext {
 type ArgsFn = Arc<dyn Fn(&ServerContext) -> Vec<OsString> + Send + Sync>;
 /// Checks readiness; see [`ServerSpec::probe`].
 type ProbeFn = Arc<dyn Fn(&ServerContext) -> ProbeFuture + Send + Sync>;
+/// Prepares the data dir once; see [`ServerSpec::init`].
+type InitFn = Arc<dyn Fn(&ServerContext) -> InitFuture + Send + Sync>;
+
+/// The future an init step returns (see [`ServerSpec::init`]): `Ok` once
+/// the data dir is ready for the first launch, `Err` with the reason the
+/// server cannot start.
+pub type InitFuture = ProbeFuture;
 
 /// How to launch a test server; start it with [`ServerSpec::start`].
 ///
@@ -71,6 +79,8 @@ pub struct ServerSpec {
     pub(crate) env: Vec<(OsString, OsString)>,
     pub(crate) probe: ProbeFn,
     pub(crate) ready_timeout: Duration,
+    pub(crate) init: Option<InitFn>,
+    pub(crate) run_as: Option<RunAs>,
 }
 
 impl ServerSpec {
@@ -86,6 +96,8 @@ impl ServerSpec {
             env: Vec::new(),
             probe: Arc::new(|ctx| Box::pin(probe::tcp_connect(ctx.addr()))),
             ready_timeout: DEFAULT_READY_TIMEOUT,
+            init: None,
+            run_as: None,
         }
     }
 
@@ -133,6 +145,32 @@ impl ServerSpec {
         self
     }
 
+    /// Sets a step run once per start, after the ports and data dir are
+    /// reserved and before the first launch (not again on restart), such
+    /// as creating a database cluster in the data dir. If it fails, the
+    /// server does not start and [`ServerSpec::start`] returns its error.
+    pub fn init<F>(mut self, init: F) -> Self
+    where
+        F: Fn(&ServerContext) -> InitFuture + Send + Sync + 'static,
+    {
+        self.init = Some(Arc::new(init));
+        self
+    }
+
+    /// Runs the server as another user (only root may), for servers that
+    /// refuse to run as root (PostgreSQL, PgBouncer). The temp dir and the
+    /// data dir are given to that user before the init step; the parent-
+    /// death signal still applies (it is set after the user changes).
+    pub fn run_as(mut self, user: RunAs) -> Self {
+        self.run_as = Some(user);
+        self
+    }
+
+    /// The user the server runs as, if not the current one.
+    pub fn user(&self) -> Option<RunAs> {
+        self.run_as
+    }
+
     /// The server's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -152,6 +190,7 @@ impl fmt::Debug for ServerSpec {
             .field("port_count", &self.port_count)
             .field("env", &self.env)
             .field("ready_timeout", &self.ready_timeout)
+            .field("run_as", &self.run_as)
             .finish_non_exhaustive()
     }
 }

@@ -9,7 +9,9 @@
 //! Names: `redis` (one instance), `redis-cluster` (3 masters),
 //! `redis-sentinel` (a master, its replica and 3 sentinels), `redlock`
 //! (5 independent masters), `etcd` (one member, with fsync like a real
-//! deployment), `zookeeper` (standalone). The servers start in parallel;
+//! deployment), `zookeeper` (standalone), `postgres` (one server, fsync
+//! on as by default), `pgbouncer` (PgBouncer in transaction mode in front
+//! of a server of its own; the URL is the bouncer's). The servers start in parallel;
 //! once each answers its readiness probe it is printed as one line
 //! `NAME URL` (bare URL, no options), in command-line order, then a line
 //! `ready`.
@@ -27,6 +29,8 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use distlock_testkit::pgbouncer::PgBouncer;
+use distlock_testkit::postgres::PgServer;
 use distlock_testkit::{etcd, redis, redis_sentinel, zookeeper, Server};
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -44,6 +48,8 @@ const NAMES: &[&str] = &[
     "redlock",
     "etcd",
     "zookeeper",
+    "postgres",
+    "pgbouncer",
 ];
 
 /// The servers of one name, and the URL to reach them.
@@ -85,8 +91,22 @@ async fn start(name: String) -> Result<Started, String> {
             let url = zookeeper::zk_url(&[server.addr()], "", "");
             Ok((vec![server], url))
         }
+        "postgres" | "pgbouncer" => start_postgres(&name).await,
         _ => Err(format!("unknown server {name:?}")),
     }
+}
+
+/// Starts a PostgreSQL server, and for `pgbouncer` a bouncer in front of
+/// it (whose URL is then the one printed).
+async fn start_postgres(name: &str) -> Result<Started, String> {
+    let backend = PgServer::start("postgres").await?;
+    if name != "pgbouncer" {
+        let url = backend.url();
+        return Ok((vec![backend.into_server()], url));
+    }
+    let bouncer = PgBouncer::start(&backend).await?;
+    let url = bouncer.url();
+    Ok((vec![bouncer.into_server(), backend.into_server()], url))
 }
 
 /// Starts every server of `names` in parallel and prints their URLs in
