@@ -219,13 +219,8 @@ async fn base_backup(
 ) -> Result<(), String> {
     let cluster = cluster_dir(ctx);
     let port = port.to_string();
-    let args: [&OsStr; 13] = [
-        "-h".as_ref(),
-        "127.0.0.1".as_ref(),
-        "-p".as_ref(),
-        port.as_ref(),
-        "-U".as_ref(),
-        SUPERUSER.as_ref(),
+    let mut args = superuser_at(&port).to_vec();
+    args.extend::<[&OsStr; 7]>([
         "-D".as_ref(),
         cluster.as_os_str(),
         "-R".as_ref(),
@@ -233,7 +228,7 @@ async fn base_backup(
         "stream".as_ref(),
         "-c".as_ref(),
         "fast".as_ref(),
-    ];
+    ]);
     run_tool(basebackup, &args, &[("PGPASSWORD", password)], user)
         .await
         .map(drop)
@@ -346,28 +341,33 @@ impl PgServer {
     }
 }
 
-/// Runs `sql` with `psql` against the server on `port` as [`SUPERUSER`]
-/// with `password`; see [`PgServer::psql`].
-pub async fn psql(port: u16, password: &str, sql: &str) -> Result<String, String> {
-    let program = pg_program("psql")?;
-    let port = port.to_string();
-    let args: [&OsStr; 14] = [
-        "-X".as_ref(),
-        "-A".as_ref(),
-        "-t".as_ref(),
-        "-v".as_ref(),
-        "ON_ERROR_STOP=1".as_ref(),
+/// A client tool's arguments that reach the server on loopback `port` as
+/// [`SUPERUSER`] (its password goes in `PGPASSWORD`, never in arguments).
+fn superuser_at(port: &str) -> [&OsStr; 6] {
+    [
         "-h".as_ref(),
         "127.0.0.1".as_ref(),
         "-p".as_ref(),
         port.as_ref(),
         "-U".as_ref(),
         SUPERUSER.as_ref(),
-        "-d".as_ref(),
-        DATABASE.as_ref(),
-        "-c".as_ref(),
+    ]
+}
+
+/// Runs `sql` with `psql` against the server on `port` as [`SUPERUSER`]
+/// with `password`; see [`PgServer::psql`].
+pub async fn psql(port: u16, password: &str, sql: &str) -> Result<String, String> {
+    let program = pg_program("psql")?;
+    let port = port.to_string();
+    let mut args: Vec<&OsStr> = vec![
+        "-X".as_ref(),
+        "-A".as_ref(),
+        "-t".as_ref(),
+        "-v".as_ref(),
+        "ON_ERROR_STOP=1".as_ref(),
     ];
-    let mut args = args.to_vec();
+    args.extend(superuser_at(&port));
+    args.extend::<[&OsStr; 3]>(["-d".as_ref(), DATABASE.as_ref(), "-c".as_ref()]);
     args.push(sql.as_ref());
     let output = run_tool(&program, &args, &[("PGPASSWORD", password)], None).await?;
     Ok(output.trim_end().to_owned())
