@@ -13,7 +13,10 @@ use std::time::Instant;
 
 use tracing::Instrument;
 
-use crate::backend::{AcquireRequest, Acquired, Backend, Primitive, WaitMode};
+use crate::backend::{
+    AcquireRequest, Acquired, AcquisitionCleanups, Backend, Primitive, WaitMode,
+    ABANDONED_CLEANUP_GRACE,
+};
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::info::{HoldKind, LockInfo};
@@ -227,7 +230,9 @@ impl LockerCore {
 
     /// Asks the backend for `request` within its deadline (enforced here
     /// for every backend, by dropping the call: backends are cancel-safe,
-    /// see [`Backend`]), counted as a waiter while it may wait and
+    /// see [`Backend`]; a call dropped at its deadline reports so once the
+    /// clean-ups it started are done, see [`ABANDONED_CLEANUP_GRACE`]),
+    /// counted as a waiter while it may wait and
     /// recorded in the metrics of an acquisition `started` then.
     async fn ask_backend(
         &self,
@@ -237,11 +242,21 @@ impl LockerCore {
         span: &tracing::Span,
     ) -> Result<Option<Acquired>, LockError> {
         let waiting = Waiting::start(labels, request.wait.may_wait());
-        let attempt = self.backend.acquire(request).instrument(span.clone());
+        let cleanups = AcquisitionCleanups::default();
+        let attempt = cleanups.collecting(self.backend.acquire(request).instrument(span.clone()));
         let acquired = match request.wait.deadline() {
-            Some(deadline) => tokio::time::timeout_at(deadline.into(), attempt)
-                .await
-                .unwrap_or(Ok(None)),
+            Some(deadline) => {
+                // A `let` of its own: the dropped attempt starts its
+                // clean-ups by the end of this statement.
+                let finished_in_time = tokio::time::timeout_at(deadline.into(), attempt).await;
+                match finished_in_time {
+                    Ok(acquired) => acquired,
+                    Err(_) => {
+                        cleanups.finished(ABANDONED_CLEANUP_GRACE).await;
+                        Ok(None)
+                    }
+                }
+            }
             None => attempt.await,
         };
         drop(waiting);

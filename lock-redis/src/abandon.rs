@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_core::backend::{spawn_detached, HoldKind};
+use lock_core::backend::{spawn_cleanup, HoldKind};
 use lock_core::LockError;
 use tokio::runtime::Handle;
 
@@ -67,7 +67,7 @@ impl Drop for LeaveOnDrop {
     fn drop(&mut self) {
         if let Some(work) = self.work.take() {
             let pending = work.core.leaving.start(object_of(&work.keys, work.kind));
-            spawn_detached(self.fallback.as_ref(), work.run(pending));
+            spawn_cleanup(self.fallback.as_ref(), work.run(pending));
         }
     }
 }

@@ -27,7 +27,11 @@
 //!   it holds the lock. lock-core enforces the caller's deadline by dropping
 //!   the future, so **`acquire` must be cancel-safe**: a dropped call must
 //!   leave nothing behind that blocks later acquirers (a queue entry, a key
-//!   whose reply was lost). [`spawn_detached`] and [`CleanupOnDrop`] help.
+//!   whose reply was lost). [`CleanupOnDrop`] and [`spawn_cleanup`] help:
+//!   when the deadline is what dropped the call, lock-core waits for the
+//!   clean-ups they started (up to [`ABANDONED_CLEANUP_GRACE`]) before it
+//!   reports the timeout, so the caller never hears "timed out" while its
+//!   entry still stands in the queue.
 //! * The returned [`Acquired`] says how the lease stays alive
 //!   ([`Renewal`]) and carries a [`HeldLock`] through which lock-core
 //!   renews and releases it.
@@ -76,7 +80,8 @@ pub use async_trait::async_trait;
 pub use backoff::{Backoff, Delays};
 pub use due_queue::DueQueue;
 pub use holder_data::{holder_data, holder_from_data};
-pub use spawn::{spawn_detached, CleanupOnDrop};
+pub(crate) use spawn::AcquisitionCleanups;
+pub use spawn::{spawn_cleanup, spawn_detached, CleanupOnDrop, ABANDONED_CLEANUP_GRACE};
 pub use store::Store;
 pub use wait::{acquire_with_retries, Attempt, TryAcquire, WakeRegistry, WakeSubscription};
 pub use watch::{holder_stream, Change, HolderSource, HolderStream};

@@ -3,10 +3,56 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::runtime::Handle;
+use tokio::task::JoinHandle;
 
 type CleanupFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// How long lock-core waits, after a caller's deadline dropped its
+/// acquisition, for the clean-ups that acquisition started; a store that
+/// does not answer within it finishes them in the background.
+pub const ABANDONED_CLEANUP_GRACE: Duration = Duration::from_secs(1);
+
+tokio::task_local! {
+    /// The clean-ups started by the acquisition being polled (or dropped).
+    static ACQUISITION_CLEANUPS: AcquisitionCleanups;
+}
+
+/// The clean-ups an acquisition started through [`spawn_cleanup`] or
+/// [`CleanupOnDrop`], so that the caller giving up on it can wait for them:
+/// a wait that runs out then reports so only once its queue entry is gone,
+/// and a hand-over right after cannot pass the lock to the abandoned entry.
+#[derive(Clone, Default)]
+pub(crate) struct AcquisitionCleanups {
+    started: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl AcquisitionCleanups {
+    /// Runs `acquisition` (polls and drop) with its clean-ups collected here.
+    pub(crate) fn collecting<F: Future>(&self, acquisition: F) -> impl Future<Output = F::Output> {
+        ACQUISITION_CLEANUPS.scope(self.clone(), acquisition)
+    }
+
+    /// Waits until every clean-up collected so far has finished, or for
+    /// `at_most` (then the rest go on in the background). True if all
+    /// finished.
+    pub(crate) async fn finished(&self, at_most: Duration) -> bool {
+        let started = std::mem::take(&mut *self.lock());
+        let all = async {
+            for cleanup in started {
+                let _ = cleanup.await;
+            }
+        };
+        tokio::time::timeout(at_most, all).await.is_ok()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
+        self.started.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 /// Runs `work` on the current tokio runtime, or on `fallback` when called
 /// outside one. With no runtime left at all, `work` is dropped unpolled:
@@ -25,7 +71,28 @@ where
     }
 }
 
-/// Runs an async clean-up when dropped, unless [disarmed](Self::disarm).
+/// Runs `work`, the clean-up of an acquisition that will not hold (its
+/// queue entry, a hold its unanswered attempt may have taken), as
+/// [`spawn_detached`] does; when started inside a call to
+/// [`Backend::acquire`](super::Backend::acquire), that call's caller waits
+/// for it (bounded) before reporting that the wait ran out.
+pub fn spawn_cleanup<F>(fallback: Option<&Handle>, work: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let handle = Handle::try_current().ok().or_else(|| fallback.cloned());
+    match handle {
+        Some(handle) => {
+            let task = handle.spawn(work);
+            // Outside an acquisition the task simply runs detached.
+            let _ = ACQUISITION_CLEANUPS.try_with(|cleanups| cleanups.lock().push(task));
+        }
+        None => drop(work),
+    }
+}
+
+/// Runs an async clean-up when dropped, unless [disarmed](Self::disarm),
+/// through [`spawn_cleanup`].
 ///
 /// Backends put one around the store-side state an acquire creates (a queue
 /// entry, a key whose reply may be lost) so that a cancelled acquire
@@ -62,7 +129,7 @@ impl CleanupOnDrop {
 impl Drop for CleanupOnDrop {
     fn drop(&mut self) {
         if let Some(make) = self.make.take() {
-            spawn_detached(self.fallback.as_ref(), make());
+            spawn_cleanup(self.fallback.as_ref(), make());
         }
     }
 }
@@ -98,6 +165,42 @@ mod tests {
         CleanupOnDrop::new(move || async move { flag.store(true, Ordering::SeqCst) }).disarm();
         tokio::task::yield_now().await;
         assert!(!never.load(Ordering::SeqCst));
+    }
+
+    /// An acquisition dropped at its deadline: the clean-up it armed is
+    /// collected while the drop runs, and waited for.
+    #[tokio::test]
+    async fn a_dropped_acquisitions_cleanup_is_waited_for() {
+        let cleanups = AcquisitionCleanups::default();
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        let acquisition = cleanups.collecting(async move {
+            let _entry = CleanupOnDrop::new(move || async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                flag.store(true, Ordering::SeqCst);
+            });
+            std::future::pending::<()>().await;
+        });
+        let gave_up = tokio::time::timeout(Duration::from_millis(10), acquisition).await;
+        assert!(gave_up.is_err());
+        assert!(cleanups.finished(Duration::from_secs(5)).await);
+        assert!(
+            done.load(Ordering::SeqCst),
+            "returned before the clean-up ran"
+        );
+    }
+
+    /// A clean-up that never ends is waited for no longer than asked.
+    #[tokio::test]
+    async fn waiting_for_a_stuck_cleanup_is_bounded() {
+        let cleanups = AcquisitionCleanups::default();
+        let acquisition = cleanups.collecting(async {
+            spawn_cleanup(None, std::future::pending());
+        });
+        acquisition.await;
+        let started = std::time::Instant::now();
+        assert!(!cleanups.finished(Duration::from_millis(100)).await);
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[test]
