@@ -1,0 +1,101 @@
+//! [`PgCore`]: what a backend, its held locks and its background tasks
+//! share — the pool, the config, the statements, the sessions and the
+//! LISTEN connection — and running one statement with a time limit.
+//!
+//! Every module that talks to the database takes its state from here.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use lock_core::LockError;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Row;
+
+use crate::config::PgConfig;
+use crate::errors::{db_error, pool_error, unavailable};
+use crate::listen::Listener;
+use crate::session::Sessions;
+use crate::statements::Statements;
+
+/// One statement parameter with its type (`query_typed`'s shape).
+pub(crate) type Param<'a> = (&'a (dyn ToSql + Sync), Type);
+
+/// The state of one backend, behind an `Arc`.
+pub(crate) struct PgCore {
+    pub(crate) pool: Pool,
+    pub(crate) config: PgConfig,
+    pub(crate) sql: Statements,
+    /// One session per ttl in use.
+    pub(crate) sessions: Sessions,
+    /// The connection waiters LISTEN on.
+    pub(crate) listener: Arc<Listener>,
+}
+
+impl PgCore {
+    /// The state of a backend on `pool`.
+    pub(crate) fn new(pool: Pool, config: PgConfig) -> Self {
+        Self {
+            sql: Statements::new(&config.schema),
+            listener: Arc::new(Listener::new(config.listen_config().clone())),
+            sessions: Sessions::default(),
+            pool,
+            config,
+        }
+    }
+
+    /// Runs `sql` with `params` on a pooled connection, as an unnamed
+    /// statement (no named prepared statement: pooler-safe), within
+    /// `response_timeout` (waiting for a free connection included).
+    ///
+    /// A statement that timed out may still run on the server: callers
+    /// whose statement creates something clean it up by owner.
+    pub(crate) async fn query(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<Row>, LockError> {
+        let work = async {
+            let client = self.pool.get().await.map_err(pool_error)?;
+            client
+                .query_typed(sql, params)
+                .await
+                .map_err(|e| db_error(what, e))
+        };
+        match tokio::time::timeout(self.config.response_timeout, work).await {
+            Ok(result) => result,
+            Err(elapsed) => Err(unavailable(what, elapsed)),
+        }
+    }
+
+    /// Like [`query`](Self::query), for a statement returning one row.
+    pub(crate) async fn query_one(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<Row, LockError> {
+        self.query(what, sql, params)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| LockError::backend(what, "the statement returned no row"))
+    }
+
+    /// How often a waiter looks at its queue even without a notification:
+    /// a third of `ttl`, at most 5 s, at least 50 ms.
+    pub(crate) fn recheck_interval(ttl: Duration) -> Duration {
+        (ttl / 3).clamp(Duration::from_millis(50), Duration::from_secs(5))
+    }
+}
+
+impl fmt::Debug for PgCore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgCore")
+            .field("config", &self.config)
+            .field("sessions", &self.sessions)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,44 @@
+//! What the PostgreSQL tests share: the server's URL and unique names.
+
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The variable naming the test server.
+pub const PG_URL_VAR: &str = "DISTLOCK_TEST_PG_URL";
+
+/// The test server's URL (`postgres://user@host:port/db`), from
+/// `DISTLOCK_TEST_PG_URL`.
+///
+/// # Panics
+///
+/// When the variable is unset: these tests need a real server and never
+/// pass without one.
+pub fn pg_url() -> String {
+    std::env::var(PG_URL_VAR).unwrap_or_else(|_| {
+        panic!(
+            "{PG_URL_VAR} is not set: these tests need a PostgreSQL server, e.g. \
+             {PG_URL_VAR}=postgres://postgres@127.0.0.1:5432/postgres"
+        )
+    })
+}
+
+/// The test server's URL with `query` (`a=b&c=d`) appended.
+pub fn pg_url_with(query: &str) -> String {
+    let url = pg_url();
+    let joiner = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{joiner}{query}")
+}
+
+/// A name no other test (or run) uses: `prefix` and a unique suffix, in
+/// lowercase letters, digits and `_` (also a valid schema name).
+pub fn unique(prefix: &str) -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}_{}_{nanos}_{n}", std::process::id())
+}
