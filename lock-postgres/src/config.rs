@@ -302,7 +302,7 @@ mod tests {
             ("postgres://u:pw1@h?schema=", "option `schema`"),
             ("postgres://u:pw1@h?create_schema=perhaps", "create_schema"),
             (
-                "postgres://u:pw1@h?sslmode=disable&tls_ca_file=/x",
+                "postgres://u:pw1@h?sslmode=disable&tls_ca_file=/dev/null",
                 "other than `disable`",
             ),
             (
@@ -315,7 +315,7 @@ mod tests {
             ("postgres://u:pw1@h?listen_url=redis%3A%2F%2Fh", "listen_url"),
             ("postgres://u:pw1@h?response_timeout=0s", "greater than zero"),
             ("postgres://u:pw1@h?colour=red", "unknown option `colour`"),
-            ("postgres://u:pw1@/db", "no PostgreSQL host"),
+            ("postgres://u:pw1@/db", "empty host"),
         ] {
             let message = url_refused::<Store>(text);
             assert!(message.contains(part), "{text}: {message}");

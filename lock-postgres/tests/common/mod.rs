@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The variable naming the test server.
-pub const PG_URL_VAR: &str = "DISTLOCK_TEST_PG_URL";
+pub(crate) const PG_URL_VAR: &str = "DISTLOCK_TEST_PG_URL";
 
 /// The test server's URL (`postgres://user@host:port/db`), from
 /// `DISTLOCK_TEST_PG_URL`.
@@ -15,7 +15,7 @@ pub const PG_URL_VAR: &str = "DISTLOCK_TEST_PG_URL";
 ///
 /// When the variable is unset: these tests need a real server and never
 /// pass without one.
-pub fn pg_url() -> String {
+pub(crate) fn pg_url() -> String {
     std::env::var(PG_URL_VAR).unwrap_or_else(|_| {
         panic!(
             "{PG_URL_VAR} is not set: these tests need a PostgreSQL server, e.g. \
@@ -25,7 +25,7 @@ pub fn pg_url() -> String {
 }
 
 /// The test server's URL with `query` (`a=b&c=d`) appended.
-pub fn pg_url_with(query: &str) -> String {
+pub(crate) fn pg_url_with(query: &str) -> String {
     let url = pg_url();
     let joiner = if url.contains('?') { '&' } else { '?' };
     format!("{url}{joiner}{query}")
@@ -33,7 +33,7 @@ pub fn pg_url_with(query: &str) -> String {
 
 /// A name no other test (or run) uses: `prefix` and a unique suffix, in
 /// lowercase letters, digits and `_` (also a valid schema name).
-pub fn unique(prefix: &str) -> String {
+pub(crate) fn unique(prefix: &str) -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
