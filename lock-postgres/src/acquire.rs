@@ -14,11 +14,15 @@
 //! Cancel-safe: until the lock is handed over, a guard deletes the
 //! acquisition's entries by owner id in the background when the future is
 //! dropped (this also covers a reply lost after the insert committed).
+//! While the acquire statement may be in flight, the deletion is sent on
+//! the same connection, behind it: sent on another, it could run first
+//! and find nothing, and the entry would then live as long as the session.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_core::backend::{AcquireRequest, Acquired, CleanupOnDrop, Renewal};
+use deadpool_postgres::Object;
 use lock_core::{FencingToken, HoldKind, LockError};
 use tokio_postgres::types::Type;
 
@@ -58,8 +62,15 @@ pub(crate) async fn acquire(
         }
         requeues += 1;
         let session = core.sessions.session(core, request.ttl).await?;
-        let cleanup = withdraw_on_drop(core, &session, request);
-        let Some((id, ahead)) = enqueue(core, &session, request).await? else {
+        // Dropped while the acquire statement may be on its way: withdraw
+        // on the same connection, so the withdrawal runs after it.
+        let connection = Arc::new(core.connection().await?);
+        let in_flight = withdraw_on_drop(core, Some(&connection), &session, request);
+        let enqueued = enqueue(core, &connection, &session, request).await?;
+        drop(connection);
+        in_flight.disarm();
+        let cleanup = withdraw_on_drop(core, None, &session, request);
+        let Some((id, ahead)) = enqueued else {
             // The server expired our session before we noticed.
             session.lose();
             cleanup.disarm();
@@ -97,12 +108,15 @@ pub(crate) async fn acquire(
 /// not live on the server.
 async fn enqueue(
     core: &PgCore,
+    connection: &Object,
     session: &Session,
     request: &AcquireRequest,
 ) -> Result<Option<(i64, Option<i64>)>, LockError> {
-    let row = core
-        .query_one(
-            "cannot queue for the lock",
+    let what = "cannot queue for the lock";
+    let rows = core
+        .query_on(
+            connection,
+            what,
             &core.sql.enqueue,
             &[
                 (&session.id, Type::INT8),
@@ -114,6 +128,9 @@ async fn enqueue(
             ],
         )
         .await?;
+    let row = rows
+        .first()
+        .ok_or_else(|| LockError::backend(what, "the statement returned no row"))?;
     let id: Option<i64> = row.get(0);
     Ok(id.map(|id| (id, row.get(1))))
 }
@@ -196,21 +213,27 @@ async fn withdraw(
     .map(drop)
 }
 
-/// A guard that withdraws this acquisition's entries when dropped armed.
+/// A guard that withdraws this acquisition's entries when dropped armed:
+/// on `connection` when given (after whatever was sent on it), else on
+/// any pooled connection.
 fn withdraw_on_drop(
     core: &Arc<PgCore>,
+    connection: Option<&Arc<Object>>,
     session: &Session,
     request: &AcquireRequest,
 ) -> CleanupOnDrop {
     let core = Arc::clone(core);
+    let connection = connection.map(Arc::clone);
     let session = session.id;
     let owner = request.owner.as_str().to_owned();
     CleanupOnDrop::new(move || async move {
         let params: [crate::core::Param<'_>; 2] = [(&owner, Type::TEXT), (&session, Type::INT8)];
-        if let Err(error) = core
-            .query("cannot leave the lock queue", &core.sql.withdraw, &params)
-            .await
-        {
+        let (what, sql) = ("cannot leave the lock queue", &core.sql.withdraw);
+        let withdrawn = match &connection {
+            Some(connection) => core.query_on(connection, what, sql, &params).await,
+            None => core.query(what, sql, &params).await,
+        };
+        if let Err(error) = withdrawn {
             tracing::warn!(%error, "distlock: a cancelled request's entry stays until its session ends");
         }
     })

@@ -8,7 +8,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_postgres::Pool;
+use deadpool_postgres::{Object, Pool};
 use lock_core::LockError;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
@@ -66,6 +66,32 @@ impl PgCore {
         };
         match tokio::time::timeout(self.config.response_timeout, work).await {
             Ok(result) => result,
+            Err(elapsed) => Err(unavailable(what, elapsed)),
+        }
+    }
+
+    /// A pooled connection of its own, for statements that must run in
+    /// order on one connection (see [`query_on`](Self::query_on)).
+    pub(crate) async fn connection(&self) -> Result<Object, LockError> {
+        match tokio::time::timeout(self.config.response_timeout, self.pool.get()).await {
+            Ok(got) => got.map_err(pool_error),
+            Err(elapsed) => Err(unavailable("no PostgreSQL connection available", elapsed)),
+        }
+    }
+
+    /// Like [`query`](Self::query), on `client`: statements sent on one
+    /// connection run in the order they were sent, even when the future
+    /// of an earlier one was dropped after sending it.
+    pub(crate) async fn query_on(
+        &self,
+        client: &Object,
+        what: &str,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<Row>, LockError> {
+        let work = client.query_typed(sql, params);
+        match tokio::time::timeout(self.config.response_timeout, work).await {
+            Ok(result) => result.map_err(|e| db_error(what, e)),
             Err(elapsed) => Err(unavailable(what, elapsed)),
         }
     }

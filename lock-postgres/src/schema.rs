@@ -18,7 +18,8 @@
 //! * `holds(namespace, key, token)`: true only while that entry exists in
 //!   a live session and holds the lock (no live entry ahead of it), for
 //!   fencing inside the database.
-//! * `enqueue(...)`: the acquire statement (see [`crate::statements`]).
+//! * `enqueue(...)`: the acquire statement (see [`crate::statements`]);
+//!   an entry granted at once notifies its key, for watchers.
 //!
 //! Creation runs in one transaction under `pg_advisory_xact_lock`, so
 //! processes starting at once create the layout once; every statement is
@@ -163,6 +164,10 @@ BEGIN
     FROM {s}.entries e JOIN {s}.sessions s ON s.id = e.session_id
     WHERE e.namespace = p_namespace AND e.key = p_key AND e.id < enqueue.id
       AND s.expires_at > now();
+    -- A new holder: tell the key's watchers (waiters ignore ids above theirs).
+    IF ahead IS NULL THEN
+        PERFORM pg_notify({s}.channel(p_namespace, p_key), id::text);
+    END IF;
 END
 $fn$;
 INSERT INTO {s}.version (single, version) VALUES (true, {version})
