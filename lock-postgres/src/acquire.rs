@@ -95,8 +95,10 @@ pub(crate) async fn acquire(
             // Granted in a session that has just been lost: not ours.
             Turn::Granted | Turn::Requeue => drop(cleanup),
             Turn::TimedOut => {
-                cleanup.disarm();
+                // Armed until the withdrawal is answered: dropped while
+                // it runs (at the caller's deadline), it withdraws again.
                 withdraw(core, &session, request).await?;
+                cleanup.disarm();
                 return Ok(None);
             }
         }
@@ -179,7 +181,14 @@ async fn wait_turn(
         };
         tokio::select! {
             () = subscription.waiter.woken() => {}
-            () = tokio::time::sleep_until(until.into()) => reap(core).await,
+            () = tokio::time::sleep_until(until.into()) => {
+                // At the caller's deadline, withdraw at once (the caller
+                // drops this call then): no round trip before it.
+                if request.wait.deadline().is_some_and(|d| d <= Instant::now()) {
+                    return Ok(Turn::TimedOut);
+                }
+                reap(core).await;
+            }
         }
     }
 }
