@@ -21,8 +21,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_core::backend::{AcquireRequest, Acquired, CleanupOnDrop, Renewal};
 use deadpool_postgres::Object;
+use lock_core::backend::{AcquireRequest, Acquired, CleanupOnDrop, Renewal};
 use lock_core::{FencingToken, HoldKind, LockError};
 use tokio_postgres::types::Type;
 

@@ -161,7 +161,10 @@ impl HolderSource for Watch {
     async fn next_change(&mut self) -> Result<Change, LockError> {
         if let Some(subscription) = &self.subscription {
             let woken = subscription.waiter.woken();
-            if tokio::time::timeout(Duration::from_secs(1), woken).await.is_err() {
+            if tokio::time::timeout(Duration::from_secs(1), woken)
+                .await
+                .is_err()
+            {
                 reap(&self.core).await;
             }
         }

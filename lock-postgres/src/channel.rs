@@ -38,7 +38,10 @@ mod tests {
         assert_eq!(a.len(), 49);
         let long = channel(&schema, &LockName::parse("ns", &"k".repeat(512)).unwrap());
         assert!(long.len() < 64);
-        let other = channel(&SchemaName::new("other").unwrap(), &LockName::parse("ab", "c").unwrap());
+        let other = channel(
+            &SchemaName::new("other").unwrap(),
+            &LockName::parse("ab", "c").unwrap(),
+        );
         assert_ne!(a, other);
     }
 }

@@ -312,8 +312,14 @@ mod tests {
             ("postgres://u:pw1@h?tls_cert_file=/x", "go together"),
             ("postgres://u:pw1@h?user=v", "not both"),
             ("postgres://h?password=pw1", "needs a user name"),
-            ("postgres://u:pw1@h?listen_url=redis%3A%2F%2Fh", "listen_url"),
-            ("postgres://u:pw1@h?response_timeout=0s", "greater than zero"),
+            (
+                "postgres://u:pw1@h?listen_url=redis%3A%2F%2Fh",
+                "listen_url",
+            ),
+            (
+                "postgres://u:pw1@h?response_timeout=0s",
+                "greater than zero",
+            ),
             ("postgres://u:pw1@h?colour=red", "unknown option `colour`"),
             ("postgres://u:pw1@/db", "empty host"),
         ] {

@@ -41,10 +41,7 @@ pub(crate) fn db_error(what: &str, error: tokio_postgres::Error) -> LockError {
 }
 
 /// [`LockError::Unavailable`] for `error`, met while doing `what`.
-pub(crate) fn unavailable(
-    what: &str,
-    error: impl Into<lock_core::backend::BoxError>,
-) -> LockError {
+pub(crate) fn unavailable(what: &str, error: impl Into<lock_core::backend::BoxError>) -> LockError {
     LockError::unavailable(what, error)
 }
 

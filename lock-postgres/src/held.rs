@@ -90,7 +90,8 @@ impl HeldLock for HeldEntry {
                 false => LossReason::SessionExpired,
             })),
             Err(error) if error.is_retriable() => {
-                let (core, session, id) = (Arc::clone(&self.core), Arc::clone(&self.session), self.id);
+                let (core, session, id) =
+                    (Arc::clone(&self.core), Arc::clone(&self.session), self.id);
                 spawn_detached(None, release_in_background(core, session, id));
                 Err(error)
             }

@@ -162,7 +162,11 @@ impl Listener {
             wake: Notify::new(),
         });
         {
-            let mut waiters = self.shared.waiters.lock().unwrap_or_else(|p| p.into_inner());
+            let mut waiters = self
+                .shared
+                .waiters
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             waiters
                 .entry(channel.clone())
                 .or_default()
@@ -208,7 +212,9 @@ impl Listener {
         let shared = Arc::downgrade(&self.shared);
         tokio::spawn(async move {
             while let Some(message) = poll_fn(|cx| connection.poll_message(cx)).await {
-                let Some(shared) = shared.upgrade() else { return };
+                let Some(shared) = shared.upgrade() else {
+                    return;
+                };
                 match message {
                     Ok(AsyncMessage::Notification(n)) => {
                         if let Ok(id) = n.payload().parse::<i64>() {
@@ -236,7 +242,11 @@ impl Listener {
     async fn unlisten_if_unused(&self, channel: &str) {
         let mut link = self.link.lock().await;
         let unused = {
-            let waiters = self.shared.waiters.lock().unwrap_or_else(|p| p.into_inner());
+            let waiters = self
+                .shared
+                .waiters
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             !waiters.contains_key(channel)
         };
         let Some(link) = link.as_mut().filter(|_| unused) else {

@@ -90,7 +90,7 @@ impl Default for SchemaName {
 }
 
 /// The SQL that creates (or completes) the layout in `schema`: the text
-/// [`ensure`] runs, for operators who create it by hand (then use
+/// the store runs on first use, for operators who create it by hand (then use
 /// `create_schema=false`). Idempotent: running it twice changes nothing.
 pub fn schema_sql(schema: &SchemaName) -> String {
     TEMPLATE
@@ -242,7 +242,9 @@ async fn installed_version(
         )
         .await
         .map_err(|e| unavailable("cannot read the store's tables", e))?;
-    let row = row.first().ok_or_else(|| LockError::backend("no reply", "empty result"))?;
+    let row = row
+        .first()
+        .ok_or_else(|| LockError::backend("no reply", "empty result"))?;
     for (i, table) in TABLES.iter().enumerate() {
         if !row.get::<_, bool>(i) {
             return Ok(Err(*table));

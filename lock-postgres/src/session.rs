@@ -24,10 +24,14 @@ use tokio_postgres::types::Type;
 
 use crate::core::PgCore;
 
+/// The current session of one ttl; an async mutex, so concurrent first
+/// acquires wait for one session to open.
+type Slot = Arc<tokio::sync::Mutex<Option<Arc<Session>>>>;
+
 /// The sessions of one backend, one per ttl (in milliseconds).
 #[derive(Default)]
 pub(crate) struct Sessions {
-    by_ttl: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<Option<Arc<Session>>>>>>,
+    by_ttl: Mutex<HashMap<u64, Slot>>,
 }
 
 impl Sessions {
@@ -42,7 +46,6 @@ impl Sessions {
             let mut by_ttl = self.by_ttl.lock().unwrap_or_else(|p| p.into_inner());
             Arc::clone(by_ttl.entry(ttl_ms).or_default())
         };
-        // An async mutex: concurrent first acquires wait for one session.
         let mut current = slot.lock().await;
         if let Some(session) = current.as_ref().filter(|s| !s.is_lost()) {
             return Ok(Arc::clone(session));
@@ -190,7 +193,10 @@ async fn renew_loop(core: Weak<PgCore>, session: Arc<Session>) {
                 session.renewed(sent, &entries);
             }
             Ok(_) => {
-                tracing::warn!(session = session.id, "distlock: session expired on the server");
+                tracing::warn!(
+                    session = session.id,
+                    "distlock: session expired on the server"
+                );
                 session.lose();
                 return;
             }

@@ -76,7 +76,10 @@ async fn without_create_schema_a_missing_table_is_named() {
     let url = pg_url_with(&format!("schema={schema}&create_schema=false"));
     match open_store::<PgStore>(&url).await {
         Err(LockError::InvalidConfig { reason }) => {
-            assert!(reason.contains(&format!("\"{schema}\".version")), "{reason}");
+            assert!(
+                reason.contains(&format!("\"{schema}\".version")),
+                "{reason}"
+            );
             assert!(reason.contains("create_schema=false"), "{reason}");
         }
         other => panic!("expected InvalidConfig, got {other:?}"),
@@ -95,7 +98,11 @@ async fn one_holder_at_a_time_with_rising_tokens() {
         tasks.push(tokio::spawn(async move {
             for _ in 0..5 {
                 let guard = locker.lock("shared").await.unwrap();
-                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
+                assert_eq!(
+                    inside.fetch_add(1, Ordering::SeqCst),
+                    0,
+                    "two holders at once"
+                );
                 tokens.lock().unwrap().push(guard.token().get());
                 tokio::time::sleep(Duration::from_millis(2)).await;
                 inside.fetch_sub(1, Ordering::SeqCst);
@@ -115,13 +122,19 @@ async fn one_holder_at_a_time_with_rising_tokens() {
 #[tokio::test]
 async fn a_busy_try_and_a_timed_out_wait_leave_nothing_behind() {
     let namespace = unique("try");
-    let (a, b) = (locker(&namespace, "10s").await, locker(&namespace, "10s").await);
+    let (a, b) = (
+        locker(&namespace, "10s").await,
+        locker(&namespace, "10s").await,
+    );
     let guard = a.lock("k").await.unwrap();
     assert!(b.try_lock("k").await.unwrap().is_none());
     let waited = b
         .lock_with("k", LockOptions::new().wait(Duration::from_millis(300)))
         .await;
-    assert!(matches!(waited, Err(LockError::Timeout { .. })), "{waited:?}");
+    assert!(
+        matches!(waited, Err(LockError::Timeout { .. })),
+        "{waited:?}"
+    );
     // The dropped wait's entry goes in the background.
     let deadline = Instant::now() + Duration::from_secs(5);
     while entries(&namespace).await != 1 {
@@ -137,7 +150,10 @@ async fn release_wakes_the_waiter_by_notification() {
     // ttl 30 s: the bounded re-check comes every 5 s, so a prompt hand-over
     // can only come from the NOTIFY.
     let namespace = unique("wake");
-    let (a, b) = (locker(&namespace, "30s").await, locker(&namespace, "30s").await);
+    let (a, b) = (
+        locker(&namespace, "30s").await,
+        locker(&namespace, "30s").await,
+    );
     let guard = a.lock("k").await.unwrap();
     let waiter = tokio::spawn(async move {
         let guard = b.lock("k").await.unwrap();
@@ -178,7 +194,10 @@ async fn holds_is_true_only_for_the_live_holder() {
 #[tokio::test]
 async fn a_session_expired_on_the_server_frees_the_lock_and_is_heard() {
     let namespace = unique("expiry");
-    let (a, b) = (locker(&namespace, "3s").await, locker(&namespace, "3s").await);
+    let (a, b) = (
+        locker(&namespace, "3s").await,
+        locker(&namespace, "3s").await,
+    );
     let guard = a.lock("k").await.unwrap();
     let loss = guard.loss_signal();
     raw()
@@ -205,7 +224,10 @@ async fn a_session_expired_on_the_server_frees_the_lock_and_is_heard() {
 #[tokio::test]
 async fn force_release_is_heard_as_taken_away_and_hands_over() {
     let namespace = unique("force");
-    let (a, b) = (locker(&namespace, "3s").await, locker(&namespace, "3s").await);
+    let (a, b) = (
+        locker(&namespace, "3s").await,
+        locker(&namespace, "3s").await,
+    );
     let guard = a.lock("k").await.unwrap();
     let loss = guard.loss_signal();
     let waiter = tokio::spawn(async move { b.lock("k").await.unwrap() });
