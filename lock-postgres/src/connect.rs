@@ -2,21 +2,24 @@
 //! pool every statement goes through, and single connections outside it
 //! (the LISTEN connection).
 //!
-//! TLS: `sslmode=disable` and `prefer` connect in plain text (`prefer`
-//! uses no TLS as long as the TLS connector is not built in);
-//! `require`, `verify-ca` and `verify-full` are refused when the backend
-//! opens, naming the option, until the rustls connector is added.
+//! TLS follows `sslmode` (see [`crate::tls`]): every connection is made
+//! with the same rustls connector, which `disable` never uses.
 
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use lock_core::LockError;
 use tokio_postgres::config::TargetSessionAttrs;
-use tokio_postgres::tls::NoTlsStream;
-use tokio_postgres::{Client, Connection, NoTls, Socket};
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres::{Client, Connection, Socket};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::config::{PgConfig, SslMode};
 use crate::errors::{db_error, unavailable};
+use crate::tls;
+
+/// The stream of a connection made with the store's TLS connector.
+pub(crate) type TlsStream = <MakeRustlsConnect as MakeTlsConnect<Socket>>::Stream;
 
 /// How many connections the pool keeps at most.
 pub const POOL_SIZE: usize = 8;
@@ -53,10 +56,7 @@ pub(crate) fn client_config(config: &PgConfig) -> Result<tokio_postgres::Config,
         SslMode::Disable => tokio_postgres::config::SslMode::Disable,
         SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,
         SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => {
-            return Err(LockError::invalid_config(
-                "option `sslmode`: require, verify-ca and verify-full are not supported yet \
-                 by the PostgreSQL store; use disable or prefer",
-            ))
+            tokio_postgres::config::SslMode::Require
         }
     });
     Ok(pg)
@@ -68,7 +68,7 @@ pub(crate) fn client_config(config: &PgConfig) -> Result<tokio_postgres::Config,
 pub(crate) fn pool(config: &PgConfig) -> Result<Pool, LockError> {
     let manager = Manager::from_config(
         client_config(config)?,
-        NoTls,
+        tls::connector(config)?,
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         },
@@ -86,11 +86,11 @@ pub(crate) fn pool(config: &PgConfig) -> Result<Pool, LockError> {
 /// drives (to read its notifications).
 pub(crate) async fn single(
     config: &PgConfig,
-) -> Result<(Client, Connection<Socket, NoTlsStream>), LockError> {
+) -> Result<(Client, Connection<Socket, TlsStream>), LockError> {
     let pg = client_config(config)?;
     let attempt = tokio::time::timeout(
         config.connect_timeout + Duration::from_millis(100),
-        pg.connect(NoTls),
+        pg.connect(tls::connector(config)?),
     );
     match attempt.await {
         Ok(Ok(pair)) => Ok(pair),

@@ -3,7 +3,9 @@
 //! A lost or refused connection, a server shutting down, a cancelled
 //! statement or a deadlock is [`LockError::Unavailable`] (retriable);
 //! refused credentials or privileges are
-//! [`LockError::PermissionDenied`]; anything else the server reports is
+//! [`LockError::PermissionDenied`]; a TLS handshake that rustls refuses
+//! (a certificate it cannot verify) is [`LockError::InvalidConfig`]
+//! naming why; anything else the server reports is
 //! [`LockError::Backend`] with its SQLSTATE in the message. Messages name
 //! what was tried, never a password (the library's errors carry none).
 
@@ -35,9 +37,34 @@ pub(crate) fn db_error(what: &str, error: tokio_postgres::Error) -> LockError {
         Some(code) if DENIED.contains(code) => LockError::permission_denied(what, error),
         Some(code) if TRANSIENT.contains(code) => unavailable(what, error),
         Some(code) => LockError::backend(format!("{what} (SQLSTATE {})", code.code()), error),
-        // No server error: the connection failed or closed.
-        None => unavailable(what, error),
+        // No server error: a TLS handshake refused, or the connection
+        // failed or closed.
+        None => match tls_refusal(&error) {
+            Some(why) => LockError::invalid_config(format!(
+                "{what}: the TLS handshake failed ({why}); check sslmode and tls_ca_file"
+            )),
+            None => unavailable(what, error),
+        },
     }
+}
+
+/// What rustls refused in `error`'s handshake, if that is what failed: a
+/// certificate or protocol problem retrying cannot fix.
+fn tls_refusal(error: &tokio_postgres::Error) -> Option<String> {
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let rustls = cause.downcast_ref::<rustls::Error>().or_else(|| {
+            cause
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        });
+        if let Some(refused) = rustls {
+            return Some(refused.to_string());
+        }
+        source = cause.source();
+    }
+    None
 }
 
 /// [`LockError::Unavailable`] for `error`, met while doing `what`.

@@ -17,6 +17,7 @@ mod listen;
 mod schema;
 mod session;
 mod statements;
+mod tls;
 
 use std::sync::Arc;
 

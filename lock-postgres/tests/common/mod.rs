@@ -42,3 +42,22 @@ pub(crate) fn unique(prefix: &str) -> String {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!("{prefix}_{}_{nanos}_{n}", std::process::id())
 }
+
+/// The variable naming the PEM file of the CA that signed the test
+/// server's certificate (issued for `localhost`).
+pub(crate) const PG_TLS_CA_VAR: &str = "DISTLOCK_TEST_PG_TLS_CA";
+
+/// The CA file of the test server's certificate, from
+/// `DISTLOCK_TEST_PG_TLS_CA`.
+///
+/// # Panics
+///
+/// When the variable is unset: the TLS tests need a server with TLS on.
+pub(crate) fn pg_tls_ca() -> String {
+    std::env::var(PG_TLS_CA_VAR).unwrap_or_else(|_| {
+        panic!(
+            "{PG_TLS_CA_VAR} is not set: the TLS tests need the test server to run with \
+             ssl=on and a certificate for `localhost` signed by this CA (PEM file)"
+        )
+    })
+}
