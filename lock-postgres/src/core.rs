@@ -117,6 +117,38 @@ impl PgCore {
     }
 }
 
+/// Nothing uses the backend's sessions any more (every held lock and
+/// watch is gone with it): their rows are deleted in the background, with
+/// their entries (a leaked guard's), notifying the keys, rather than
+/// left to expire.
+impl Drop for PgCore {
+    fn drop(&mut self) {
+        let ids = self.sessions.close();
+        if ids.is_empty() {
+            return;
+        }
+        let pool = self.pool.clone();
+        let sql = std::mem::take(&mut self.sql.close_sessions);
+        let timeout = self.config.response_timeout;
+        lock_core::backend::spawn_detached(None, async move {
+            let close = async {
+                let client = pool.get().await.map_err(pool_error)?;
+                client
+                    .query_typed(&sql, &[(&ids, Type::INT8_ARRAY)])
+                    .await
+                    .map_err(|e| db_error("cannot close the sessions", e))
+            };
+            match tokio::time::timeout(timeout, close).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) => {
+                    tracing::debug!(%error, "distlock: the sessions stay until they expire")
+                }
+                Err(_) => tracing::debug!("distlock: the sessions stay until they expire"),
+            }
+        });
+    }
+}
+
 impl fmt::Debug for PgCore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PgCore")

@@ -56,6 +56,24 @@ impl Sessions {
     }
 }
 
+impl Sessions {
+    /// The ids of the sessions not known to be lost, marking them lost
+    /// (for a backend being dropped: nothing renews them any more).
+    pub(crate) fn close(&self) -> Vec<i64> {
+        let by_ttl = self.by_ttl.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ids = Vec::new();
+        for slot in by_ttl.values() {
+            if let Ok(current) = slot.try_lock() {
+                if let Some(session) = current.as_ref().filter(|s| !s.is_lost()) {
+                    session.lost.store(true, Ordering::SeqCst);
+                    ids.push(session.id);
+                }
+            }
+        }
+        ids
+    }
+}
+
 impl fmt::Debug for Sessions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let by_ttl = self.by_ttl.lock().unwrap_or_else(|p| p.into_inner());

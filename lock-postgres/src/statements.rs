@@ -59,6 +59,9 @@ pub(crate) struct Statements {
     /// `$1 namespace` → deleted count: removes every entry of the
     /// namespace, notifying each key.
     pub(crate) purge: String,
+    /// `$1 sessions int8[]` → deleted count: removes the sessions and
+    /// their entries, notifying each key.
+    pub(crate) close_sessions: String,
 }
 
 impl Statements {
@@ -139,6 +142,13 @@ impl Statements {
                  gone AS (DELETE FROM {s}.entries WHERE id IN (SELECT id FROM head) \
                  RETURNING namespace, key, id), {} SELECT count(*) FROM told",
                 live("e"),
+                notify("gone")
+            ),
+            close_sessions: format!(
+                "WITH gone AS (DELETE FROM {s}.entries WHERE session_id = ANY($1) \
+                 RETURNING namespace, key, id), {}, \
+                 dead AS (DELETE FROM {s}.sessions WHERE id = ANY($1)) \
+                 SELECT count(*) FROM told",
                 notify("gone")
             ),
             purge: format!(

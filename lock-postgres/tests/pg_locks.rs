@@ -244,3 +244,27 @@ async fn force_release_is_heard_as_taken_away_and_hands_over() {
     assert!(next.token() > guard.token());
     next.release().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_dropped_locker_removes_its_session_at_once() {
+    // A schema of its own: no other test's sessions in it.
+    let schema = unique("closing");
+    let url = pg_url_with(&format!("schema={schema}&ttl=30s"));
+    let locker = open_store::<PgStore>(&url).await.unwrap();
+    locker.lock("k").await.unwrap().release().await.unwrap();
+    let client = raw().await;
+    let sql = format!("SELECT count(*) FROM \"{schema}\".sessions");
+    let sessions = || async { client.query_one(&sql, &[]).await.unwrap().get::<_, i64>(0) };
+    assert_eq!(sessions().await, 1);
+    drop(locker);
+    // Far sooner than the 30 s ttl.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while sessions().await != 0 {
+        assert!(Instant::now() < deadline, "the session row stayed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    client
+        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .await
+        .unwrap();
+}
