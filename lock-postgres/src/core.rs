@@ -119,7 +119,7 @@ impl PgCore {
 
 /// Nothing uses the backend's sessions any more (every held lock and
 /// watch is gone with it): their rows are deleted in the background, with
-/// their entries (a leaked guard's), notifying the keys, rather than
+/// any entries left in them, notifying the keys, rather than
 /// left to expire.
 impl Drop for PgCore {
     fn drop(&mut self) {
