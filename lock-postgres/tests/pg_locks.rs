@@ -187,8 +187,29 @@ async fn holds_is_true_only_for_the_live_holder() {
     };
     assert!(holds(token).await);
     assert!(!holds(token - 1).await);
+    // A waiter's entry exists in a live session, but does not hold.
+    let b = locker(&namespace, "10s").await;
+    let waiter = tokio::spawn(async move { b.lock("k").await.unwrap() });
+    let waiting = loop {
+        let row = client
+            .query_one(
+                "SELECT max(id) FROM distlock.entries WHERE namespace = $1",
+                &[&namespace],
+            )
+            .await
+            .unwrap();
+        match row.get::<_, Option<i64>>(0) {
+            Some(id) if id > token => break id,
+            _ => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    };
+    assert!(!holds(waiting).await, "a waiter does not hold");
     guard.release().await.unwrap();
     assert!(!holds(token).await);
+    let next = waiter.await.unwrap();
+    assert_eq!(i64::try_from(next.token().get()).unwrap(), waiting);
+    assert!(holds(waiting).await);
+    next.release().await.unwrap();
 }
 
 #[tokio::test]
