@@ -289,3 +289,17 @@ async fn a_dropped_locker_removes_its_session_at_once() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_host_list_skips_a_dead_host() {
+    let namespace = unique("hosts");
+    let url = pg_url_with(&format!("namespace={namespace}&connect_timeout=1s"));
+    assert!(url.contains("@127.0.0.1:"), "the test URL names 127.0.0.1");
+    // Port 1 refuses at once; the server is the second host.
+    let url = url.replacen("@127.0.0.1:", "@127.0.0.1:1,127.0.0.1:", 1);
+    let locker = open_store::<PgStore>(&url)
+        .await
+        .expect("the live host is used");
+    let guard = locker.lock("k").await.unwrap();
+    guard.release().await.unwrap();
+}
