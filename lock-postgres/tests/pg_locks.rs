@@ -303,3 +303,42 @@ async fn a_host_list_skips_a_dead_host() {
     let guard = locker.lock("k").await.unwrap();
     guard.release().await.unwrap();
 }
+
+#[tokio::test]
+async fn one_renewal_statement_per_interval_whatever_the_holds() {
+    let schema = unique("renewals");
+    let url = pg_url_with(&format!("schema={schema}&ttl=3s"));
+    let locker = open_store::<PgStore>(&url).await.unwrap();
+    let mut guards = Vec::new();
+    for key in ["a", "b", "c", "d", "e"] {
+        guards.push(locker.lock(key).await.unwrap());
+    }
+    // Count UPDATE statements on the sessions table from now on.
+    let client = raw().await;
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE \"{schema}\".updates (at timestamptz);
+             CREATE FUNCTION \"{schema}\".count_update() RETURNS trigger LANGUAGE plpgsql AS
+               $$ BEGIN INSERT INTO \"{schema}\".updates VALUES (now()); RETURN NULL; END $$;
+             CREATE TRIGGER counted AFTER UPDATE ON \"{schema}\".sessions
+               FOR EACH STATEMENT EXECUTE FUNCTION \"{schema}\".count_update();"
+        ))
+        .await
+        .unwrap();
+    // The window: three renewal intervals (ttl/3 = 1 s) and a half.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let updates: i64 = client
+        .query_one(&format!("SELECT count(*) FROM \"{schema}\".updates"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!((2..=4).contains(&updates), "{updates} renewals for 5 holds");
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    drop(locker);
+    client
+        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .await
+        .unwrap();
+}
