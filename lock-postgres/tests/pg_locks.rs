@@ -44,6 +44,21 @@ async fn entries(namespace: &str) -> i64 {
         .get(0)
 }
 
+/// Drops a test's own schema once its lockers (dropped before) have
+/// closed their sessions, so the drop does not race their clean-up.
+async fn drop_schema(client: &tokio_postgres::Client, schema: &str) {
+    let sql = format!("SELECT count(*) FROM \"{schema}\".sessions");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while client.query_one(&sql, &[]).await.unwrap().get::<_, i64>(0) != 0 {
+        assert!(Instant::now() < deadline, "sessions stayed in {schema}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    client
+        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn concurrent_start_ups_create_the_layout_once() {
     let schema = unique("s");
@@ -64,10 +79,7 @@ async fn concurrent_start_ups_create_the_layout_once() {
     // The published SQL is the one that ran, and running it again is a no-op.
     let sql = schema_sql(&SchemaName::new(&schema).unwrap());
     client.batch_execute(&sql).await.expect("idempotent");
-    client
-        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
-        .await
-        .unwrap();
+    drop_schema(&client, &schema).await;
 }
 
 #[tokio::test]
@@ -284,10 +296,7 @@ async fn a_dropped_locker_removes_its_session_at_once() {
         assert!(Instant::now() < deadline, "the session row stayed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    client
-        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
-        .await
-        .unwrap();
+    drop_schema(&client, &schema).await;
 }
 
 #[tokio::test]
@@ -337,8 +346,5 @@ async fn one_renewal_statement_per_interval_whatever_the_holds() {
         guard.release().await.unwrap();
     }
     drop(locker);
-    client
-        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
-        .await
-        .unwrap();
+    drop_schema(&client, &schema).await;
 }
