@@ -29,6 +29,7 @@ use tokio_postgres::types::Type;
 use crate::channel::channel;
 use crate::core::PgCore;
 use crate::held::HeldEntry;
+use crate::listen::Subscription;
 use crate::session::Session;
 
 /// How an entry's wait ended.
@@ -149,6 +150,8 @@ async fn wait_turn(
     let interval = PgCore::recheck_interval(request.ttl);
     let namespace = request.name.namespace().as_str();
     let key = request.name.key().as_str();
+    // The entry waited behind when the re-check timer fired unwoken.
+    let mut unheard = None;
     loop {
         subscription.relisten().await?;
         subscription.waiter.start_check();
@@ -167,7 +170,9 @@ async fn wait_turn(
         if !row.get::<_, bool>(0) {
             return Ok(Turn::Requeue);
         }
-        let Some(ahead) = row.get::<_, Option<i64>>(1) else {
+        let ahead = row.get::<_, Option<i64>>(1);
+        note_missed(core, &subscription, unheard.take(), ahead, interval);
+        let Some(ahead) = ahead else {
             return Ok(Turn::Granted);
         };
         if subscription.waiter.wait_behind(ahead) {
@@ -187,9 +192,29 @@ async fn wait_turn(
                 if request.wait.deadline().is_some_and(|d| d <= Instant::now()) {
                     return Ok(Turn::TimedOut);
                 }
+                unheard = subscription.waiter.behind_unheard();
                 reap(core).await;
             }
         }
+    }
+}
+
+/// After a re-check the timer brought (the waiter waiting behind
+/// `unheard`, whose notification had not come): if that entry is gone now
+/// (`ahead` is another or none) and its notification still has not come,
+/// the listener hears of a missed notification.
+fn note_missed(
+    core: &PgCore,
+    subscription: &Subscription,
+    unheard: Option<i64>,
+    ahead: Option<i64>,
+    interval: Duration,
+) {
+    let Some(gone) = unheard.filter(|&id| ahead != Some(id)) else {
+        return;
+    };
+    if subscription.waiter.behind_unheard() == Some(gone) {
+        core.listener.missed_notification(interval);
     }
 }
 

@@ -21,6 +21,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use futures_util::future::poll_fn;
 use lock_core::backend::spawn_detached;
@@ -54,7 +55,13 @@ struct Link {
 struct Shared {
     waiters: Mutex<HashMap<String, Vec<Arc<Waiter>>>>,
     next_id: AtomicU64,
+    /// How often a waiter's predecessor went without its notification.
+    missed: AtomicU64,
 }
+
+/// After this many notifications missed (one could still have been on its
+/// way), the backend says once that they do not arrive.
+const MISSED_BEFORE_WARNING: u64 = 2;
 
 /// The entry id a watcher subscribes with: it is woken by every
 /// notification on its channel.
@@ -72,6 +79,9 @@ pub(crate) struct Waiter {
 #[derive(Default)]
 struct WaitState {
     behind: Option<i64>,
+    /// The notification of `behind` came (kept across checks while
+    /// `behind` stays the same).
+    heard: bool,
     seen: Vec<i64>,
     overflow: bool,
 }
@@ -88,8 +98,19 @@ impl Waiter {
     /// its notification already came (check again at once).
     pub(crate) fn wait_behind(&self, ahead: i64) -> bool {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let known = state.overflow || state.seen.contains(&ahead);
+        if state.behind != Some(ahead) {
+            state.heard = known;
+        }
         state.behind = Some(ahead);
-        state.overflow || state.seen.contains(&ahead)
+        known
+    }
+
+    /// The entry this waiter waits behind, if its notification has not
+    /// come (yet).
+    pub(crate) fn behind_unheard(&self) -> Option<i64> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.behind.filter(|_| !state.heard)
     }
 
     /// Resolves once the entry we wait behind is notified (or the
@@ -107,6 +128,9 @@ impl Waiter {
             return;
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.behind == Some(id) {
+            state.heard = true;
+        }
         if state.seen.len() < REMEMBERED {
             state.seen.push(id);
         } else {
@@ -179,6 +203,22 @@ impl Listener {
         };
         self.listen(&subscription.channel).await?;
         Ok(subscription)
+    }
+
+    /// Records that a waiter's predecessor went without its notification
+    /// arriving (the re-check every `recheck` found it gone). The second
+    /// time, says once in the log that notifications do not reach this
+    /// connection, as behind a transaction-mode pooler.
+    pub(crate) fn missed_notification(&self, recheck: Duration) {
+        let missed = self.shared.missed.fetch_add(1, Ordering::Relaxed) + 1;
+        if missed == MISSED_BEFORE_WARNING {
+            tracing::warn!(
+                ?recheck,
+                "distlock: release notifications do not reach the LISTEN connection \
+                 (a transaction-mode pooler such as PgBouncer in between?); waits end \
+                 at the periodic re-check; set `listen_url` to the server itself"
+            );
+        }
     }
 
     /// LISTENs on `channel` unless it is already; reconnects first if the

@@ -17,7 +17,7 @@ use tokio_postgres::NoTls;
 
 /// A raw client on the test server, to look at and change rows from outside.
 async fn raw() -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(&pg_url(), NoTls)
+    let (client, connection) = tokio_postgres::connect(&pg_url().await, NoTls)
         .await
         .expect("raw connection to the test server");
     tokio::spawn(connection);
@@ -26,7 +26,8 @@ async fn raw() -> tokio_postgres::Client {
 
 /// A locker in a fresh namespace with `ttl`.
 async fn locker(namespace: &str, ttl: &str) -> Locker {
-    open_store::<PgStore>(&pg_url_with(&format!("namespace={namespace}&ttl={ttl}")))
+    let url = pg_url_with(&format!("namespace={namespace}&ttl={ttl}")).await;
+    open_store::<PgStore>(&url)
         .await
         .expect("open the PostgreSQL store")
 }
@@ -62,7 +63,7 @@ async fn drop_schema(client: &tokio_postgres::Client, schema: &str) {
 #[tokio::test]
 async fn concurrent_start_ups_create_the_layout_once() {
     let schema = unique("s");
-    let url = pg_url_with(&format!("schema={schema}"));
+    let url = pg_url_with(&format!("schema={schema}")).await;
     let opened = futures_util::future::join_all((0..4).map(|_| open_store::<PgStore>(&url))).await;
     for locker in opened {
         let locker = locker.expect("every concurrent start-up succeeds");
@@ -85,7 +86,7 @@ async fn concurrent_start_ups_create_the_layout_once() {
 #[tokio::test]
 async fn without_create_schema_a_missing_table_is_named() {
     let schema = unique("absent");
-    let url = pg_url_with(&format!("schema={schema}&create_schema=false"));
+    let url = pg_url_with(&format!("schema={schema}&create_schema=false")).await;
     match open_store::<PgStore>(&url).await {
         Err(LockError::InvalidConfig { reason }) => {
             assert!(
@@ -282,7 +283,7 @@ async fn force_release_is_heard_as_taken_away_and_hands_over() {
 async fn a_dropped_locker_removes_its_session_at_once() {
     // A schema of its own: no other test's sessions in it.
     let schema = unique("closing");
-    let url = pg_url_with(&format!("schema={schema}&ttl=30s"));
+    let url = pg_url_with(&format!("schema={schema}&ttl=30s")).await;
     let locker = open_store::<PgStore>(&url).await.unwrap();
     locker.lock("k").await.unwrap().release().await.unwrap();
     let client = raw().await;
@@ -302,7 +303,7 @@ async fn a_dropped_locker_removes_its_session_at_once() {
 #[tokio::test]
 async fn a_host_list_skips_a_dead_host() {
     let namespace = unique("hosts");
-    let url = pg_url_with(&format!("namespace={namespace}&connect_timeout=1s"));
+    let url = pg_url_with(&format!("namespace={namespace}&connect_timeout=1s")).await;
     assert!(url.contains("@127.0.0.1:"), "the test URL names 127.0.0.1");
     // Port 1 refuses at once; the server is the second host.
     let url = url.replacen("@127.0.0.1:", "@127.0.0.1:1,127.0.0.1:", 1);
@@ -316,7 +317,7 @@ async fn a_host_list_skips_a_dead_host() {
 #[tokio::test]
 async fn one_renewal_statement_per_interval_whatever_the_holds() {
     let schema = unique("renewals");
-    let url = pg_url_with(&format!("schema={schema}&ttl=3s"));
+    let url = pg_url_with(&format!("schema={schema}&ttl=3s")).await;
     let locker = open_store::<PgStore>(&url).await.unwrap();
     let mut guards = Vec::new();
     for key in ["a", "b", "c", "d", "e"] {

@@ -1,34 +1,33 @@
-//! What the PostgreSQL tests share: the server's URL and unique names.
+//! What the PostgreSQL tests share: the server's URL, unique names, and
+//! the conformance suite's locker factory.
 
 #![allow(dead_code)]
+
+pub(crate) mod factory;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The variable naming the test server.
-pub(crate) const PG_URL_VAR: &str = "DISTLOCK_TEST_PG_URL";
+use distlock_testkit::postgres::shared_postgres_url;
+use distlock_testkit::with_query;
 
-/// The test server's URL (`postgres://user@host:port/db`), from
-/// `DISTLOCK_TEST_PG_URL`.
+/// The URL of this test binary's shared server
+/// (`postgres://user:password@127.0.0.1:port/db`): a server the testkit
+/// starts on first use, or the one `DISTLOCK_TEST_PG_URL` names.
 ///
 /// # Panics
 ///
-/// When the variable is unset: these tests need a real server and never
-/// pass without one.
-pub(crate) fn pg_url() -> String {
-    std::env::var(PG_URL_VAR).unwrap_or_else(|_| {
-        panic!(
-            "{PG_URL_VAR} is not set: these tests need a PostgreSQL server, e.g. \
-             {PG_URL_VAR}=postgres://postgres@127.0.0.1:5432/postgres"
-        )
-    })
+/// When no server can be started (PostgreSQL missing): these tests need a
+/// real server and never pass without one.
+pub(crate) async fn pg_url() -> String {
+    shared_postgres_url()
+        .await
+        .unwrap_or_else(|e| panic!("a PostgreSQL server for the tests: {e}"))
 }
 
-/// The test server's URL with `query` (`a=b&c=d`) appended.
-pub(crate) fn pg_url_with(query: &str) -> String {
-    let url = pg_url();
-    let joiner = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{joiner}{query}")
+/// The shared server's URL with `query` (`a=b&c=d`) appended.
+pub(crate) async fn pg_url_with(query: &str) -> String {
+    with_query(&pg_url().await, query)
 }
 
 /// A name no other test (or run) uses: `prefix` and a unique suffix, in
@@ -41,23 +40,4 @@ pub(crate) fn unique(prefix: &str) -> String {
         .unwrap_or(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!("{prefix}_{}_{nanos}_{n}", std::process::id())
-}
-
-/// The variable naming the PEM file of the CA that signed the test
-/// server's certificate (issued for `localhost`).
-pub(crate) const PG_TLS_CA_VAR: &str = "DISTLOCK_TEST_PG_TLS_CA";
-
-/// The CA file of the test server's certificate, from
-/// `DISTLOCK_TEST_PG_TLS_CA`.
-///
-/// # Panics
-///
-/// When the variable is unset: the TLS tests need a server with TLS on.
-pub(crate) fn pg_tls_ca() -> String {
-    std::env::var(PG_TLS_CA_VAR).unwrap_or_else(|_| {
-        panic!(
-            "{PG_TLS_CA_VAR} is not set: the TLS tests need the test server to run with \
-             ssl=on and a certificate for `localhost` signed by this CA (PEM file)"
-        )
-    })
 }
