@@ -16,6 +16,12 @@
 //! check of its queue a waiter calls [`Subscription::relisten`], which
 //! reconnects if needed and LISTENs again, so no channel with waiters
 //! stays unheard after a reconnection.
+//!
+//! A waiter whose re-check finds its predecessor gone without that
+//! entry's notification having come reports a missed notification; the
+//! second one makes the backend log one warning (behind a
+//! transaction-mode pooler, notifications never come without
+//! `listen_url`).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
