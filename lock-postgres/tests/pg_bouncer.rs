@@ -31,7 +31,7 @@ async fn bouncer() -> (&'static PgBouncer, &'static PgServer) {
 async fn bouncer_factory() -> PgFactory {
     let (bouncer, server) = bouncer().await;
     let listen = utf8_percent_encode(&server.url(), NON_ALPHANUMERIC).to_string();
-    PgFactory::through_pooler(with_query(&bouncer.url(), &format!("listen_url={listen}")))
+    PgFactory::new(with_query(&bouncer.url(), &format!("listen_url={listen}")))
 }
 
 lock_core::conformance_tests!(

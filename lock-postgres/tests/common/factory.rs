@@ -13,44 +13,28 @@ use lock_core::open::open_store;
 use lock_core::{LockError, Locker};
 use lock_postgres::PgStore;
 
-/// Short timeouts, so that an outage is seen within the cases' bounds.
-const TIMEOUTS: &str = "connect_timeout=1s&response_timeout=2s";
-/// Through a pooler: a login is checked twice (by the pooler, then by the
-/// server for a new server connection) in a single-threaded pooler that
-/// every case of the binary shares at once; still within the outage
-/// cases' bounds.
-const POOLER_TIMEOUTS: &str = "connect_timeout=3s&response_timeout=3s";
+/// Timeouts short enough for an outage to be seen within the cases'
+/// bounds, long enough for the logins of up to 40 lockers at once (each
+/// with its pool) on a busy machine: with 1 s to connect, a pooled
+/// connection was sometimes not made in time.
+const TIMEOUTS: &str = "connect_timeout=3s&response_timeout=3s";
 
 /// Lockers on `url` (options of its own appended to it).
 pub(crate) struct PgFactory {
     url: String,
-    timeouts: &'static str,
 }
 
 impl PgFactory {
-    /// Lockers on the server at `url`.
+    /// Lockers on `url`, which may carry options (`listen_url`, ...).
     pub(crate) fn new(url: String) -> Self {
-        Self {
-            url,
-            timeouts: TIMEOUTS,
-        }
-    }
-
-    /// Lockers on a pooler at `url`, which may carry options
-    /// (`listen_url`, ...).
-    pub(crate) fn through_pooler(url: String) -> Self {
-        Self {
-            url,
-            timeouts: POOLER_TIMEOUTS,
-        }
+        Self { url }
     }
 
     fn url(&self, settings: &CaseSettings) -> String {
         with_query(
             &self.url,
             &format!(
-                "{}&namespace={}&ttl={}ms",
-                self.timeouts,
+                "{TIMEOUTS}&namespace={}&ttl={}ms",
                 settings.namespace.as_str(),
                 settings.ttl.as_millis()
             ),
