@@ -49,3 +49,10 @@ pub const ZOOKEEPER: KnownStore = KnownStore {
     name: "ZooKeeper",
     schemes: &["zk", "zks"],
 };
+
+/// A PostgreSQL database; TLS is chosen by the `sslmode` option, as libpq
+/// does (`lock-postgres`).
+pub const POSTGRES: KnownStore = KnownStore {
+    name: "PostgreSQL",
+    schemes: &["postgres", "postgresql"],
+};

@@ -1,0 +1,181 @@
+//! [`PgBackend`]: the `Backend` implementation.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::backend::Capability::{Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote};
+use lock_core::backend::{
+    holder_stream, AcquireRequest, Acquired, Backend, Capabilities, Change, HolderSource,
+    HolderStream,
+};
+use lock_core::{FencingToken, LockError, LockInfo, LockName, Namespace};
+use tokio_postgres::types::Type;
+
+use crate::acquire::{acquire, reap};
+use crate::channel::channel;
+use crate::config::PgConfig;
+use crate::core::PgCore;
+use crate::errors::pool_error;
+use crate::listen::{Subscription, WATCHER};
+use crate::{connect, schema};
+
+/// Locks in a PostgreSQL database. See the crate docs for the layout and
+/// its guarantees.
+///
+/// One backend owns a pool of connections, one LISTEN connection (opened
+/// on the first wait) and one session row per ttl in use.
+pub struct PgBackend {
+    core: Arc<PgCore>,
+}
+
+impl PgBackend {
+    /// Connects to the database `config` describes and makes sure the
+    /// store's tables exist (creating them unless `create_schema=false`).
+    ///
+    /// Errors: an unreachable server is [`LockError::Unavailable`];
+    /// refused credentials [`LockError::PermissionDenied`]; a missing
+    /// table with `create_schema=false`, a newer layout or an unsupported
+    /// `sslmode` [`LockError::InvalidConfig`].
+    pub async fn connect(config: PgConfig) -> Result<Self, LockError> {
+        let pool = connect::pool(&config)?;
+        let client = pool.get().await.map_err(pool_error)?;
+        schema::ensure(&client, &config.schema, config.create_schema).await?;
+        drop(client);
+        Ok(Self {
+            core: Arc::new(PgCore::new(pool, config)),
+        })
+    }
+
+    /// The configuration this backend was opened with.
+    pub fn config(&self) -> &PgConfig {
+        &self.core.config
+    }
+
+    /// A statement whose answer is one count (`int8`).
+    async fn count(&self, what: &str, sql: &str, name: &LockName) -> Result<i64, LockError> {
+        let (namespace, key) = (name.namespace().as_str(), name.key().as_str());
+        let row = self
+            .core
+            .query_one(what, sql, &[(&namespace, Type::TEXT), (&key, Type::TEXT)])
+            .await?;
+        Ok(row.get(0))
+    }
+}
+
+/// The granted entry of `name`, if any.
+async fn holder(core: &PgCore, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+    let (namespace, key) = (name.namespace().as_str(), name.key().as_str());
+    let rows = core
+        .query(
+            "cannot read the lock's holder",
+            &core.sql.holder,
+            &[(&namespace, Type::TEXT), (&key, Type::TEXT)],
+        )
+        .await?;
+    Ok(rows.first().map(|row| {
+        let token = FencingToken::new(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0));
+        let ttl_left = Duration::from_millis(u64::try_from(row.get::<_, i64>(3)).unwrap_or(0));
+        LockInfo::new(row.get::<_, String>(1), token, Some(ttl_left))
+            .with_value(row.get::<_, String>(2))
+    }))
+}
+
+#[async_trait]
+impl Backend for PgBackend {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        // Holds live as long as the session, not each on its own: no
+        // `per_lock_expiry`. Read locks and semaphores are not built yet.
+        Capabilities::of(&[Expiry, ForceRelease, NotifiedWakeups, Fifo, Remote])
+    }
+
+    async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
+        acquire(&self.core, request).await
+    }
+
+    /// The oldest live entry of the key, with the time left on its session.
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+        holder(&self.core, name).await
+    }
+
+    /// Reads the holder, then again after every notification on the key's
+    /// channel, and at least every second (an expiry publishes nothing
+    /// until some client removes the session; the watch does it too).
+    fn watch(&self, name: &LockName) -> HolderStream {
+        holder_stream(Watch {
+            core: Arc::clone(&self.core),
+            name: name.clone(),
+            subscription: None,
+        })
+    }
+
+    /// Deletes the granted entry (only it: the waiters keep their places,
+    /// and the next one is woken by the notification).
+    async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
+        let sql = &self.core.sql.force_release;
+        Ok(self.count("cannot remove the lock", sql, name).await? > 0)
+    }
+
+    /// Deletes every entry of the namespace, notifying each key. Sessions
+    /// stay (they may hold locks in other namespaces); holders in the
+    /// namespace hear `TakenAway` at their session's next renewal.
+    async fn purge_namespace(&self, namespace: &Namespace) -> Result<(), LockError> {
+        let namespace = namespace.as_str();
+        self.core
+            .query(
+                "cannot remove the namespace",
+                &self.core.sql.purge,
+                &[(&namespace, Type::TEXT)],
+            )
+            .await
+            .map(drop)
+    }
+}
+
+/// A watch of one lock's holder through the LISTEN connection.
+struct Watch {
+    core: Arc<PgCore>,
+    name: LockName,
+    subscription: Option<Subscription>,
+}
+
+#[async_trait]
+impl HolderSource for Watch {
+    async fn read(&mut self) -> Result<Option<LockInfo>, LockError> {
+        match &self.subscription {
+            Some(subscription) => subscription.relisten().await?,
+            None => {
+                let channel = channel(&self.core.config.schema, &self.name);
+                let subscription = self.core.listener.subscribe(channel, WATCHER).await?;
+                self.subscription = Some(subscription);
+            }
+        }
+        holder(&self.core, &self.name).await
+    }
+
+    async fn next_change(&mut self) -> Result<Change, LockError> {
+        if let Some(subscription) = &self.subscription {
+            let woken = subscription.waiter.woken();
+            if tokio::time::timeout(Duration::from_secs(1), woken)
+                .await
+                .is_err()
+            {
+                reap(&self.core).await;
+            }
+        }
+        Ok(Change::Reread)
+    }
+}
+
+impl fmt::Debug for PgBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgBackend")
+            .field("config", &self.core.config)
+            .finish_non_exhaustive()
+    }
+}

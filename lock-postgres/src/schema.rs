@@ -1,0 +1,282 @@
+//! The tables, indexes and functions the store keeps in its schema, as SQL
+//! text ([`schema_sql`]), and creating them on first use ([`ensure`]).
+//!
+//! Layout, in schema `<schema>` (option `schema`, default `distlock`):
+//!
+//! * `sessions`: one row per locker session — `id`, `owner`, `ttl_ms`,
+//!   `expires_at` on the **server's** clock. A session is *live* while
+//!   `expires_at > now()`.
+//! * `entries`: one row per hold or waiting request — `id` (a `bigint`
+//!   identity from a sequence that never cycles: the fencing token and
+//!   the queue order), `namespace`, `key`, `kind`, `lim` (a semaphore's
+//!   limit, for later kinds), `owner`, `value`, and `session_id`
+//!   (`ON DELETE CASCADE`). Indexed by `(namespace, key, id)` for the
+//!   queue order and by `session_id`.
+//! * `version`: one row, the layout's version ([`SCHEMA_VERSION`]).
+//! * `channel(namespace, key)`: the NOTIFY channel of a key (see
+//!   [`crate::channel`], which computes the same name in Rust).
+//! * `holds(namespace, key, token)`: true only while that entry exists in
+//!   a live session and holds the lock (no live entry ahead of it), for
+//!   fencing inside the database.
+//! * `enqueue(...)`: the acquire statement (see [`crate::statements`]);
+//!   an entry granted at once notifies its key, for watchers.
+//!
+//! Creation runs in one transaction under `pg_advisory_xact_lock`, so
+//! processes starting at once create the layout once; every statement is
+//! idempotent (`IF NOT EXISTS`, `CREATE OR REPLACE`).
+
+use lock_core::LockError;
+use tokio_postgres::Client;
+
+use crate::errors::{db_error, unavailable};
+
+/// The version of the layout this crate creates and expects.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// The schema name used when the `schema` option is absent.
+pub const DEFAULT_SCHEMA: &str = "distlock";
+
+/// The advisory lock (`pg_advisory_xact_lock`) held while the layout is
+/// created: a constant, the same in every process (`distlock` in ASCII).
+const CREATION_LOCK: i64 = 0x6469_7374_6c6f_636b;
+
+/// A schema name: lowercase ASCII letters, digits and `_`, not starting
+/// with a digit, at most 63 bytes — so it needs no quoting rules beyond
+/// double quotes and is the same name PostgreSQL folds it to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchemaName(String);
+
+impl SchemaName {
+    /// Checks `name`; the error says which rule it breaks.
+    pub fn new(name: &str) -> Result<Self, String> {
+        let first_ok = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '_');
+        if name.is_empty() || name.len() > 63 {
+            return Err(format!("`{name}` must be 1 to 63 bytes long"));
+        }
+        if !first_ok
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        {
+            return Err(format!(
+                "`{name}` is not a plain identifier (lowercase letters, digits and `_`, \
+                 not starting with a digit)"
+            ));
+        }
+        if name.starts_with("pg_") {
+            return Err(format!("`{name}`: names starting with pg_ are reserved"));
+        }
+        Ok(Self(name.to_owned()))
+    }
+
+    /// The name as given.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The name quoted for SQL text (`"distlock"`).
+    pub(crate) fn quoted(&self) -> String {
+        format!("\"{}\"", self.0)
+    }
+}
+
+impl Default for SchemaName {
+    fn default() -> Self {
+        Self(DEFAULT_SCHEMA.to_owned())
+    }
+}
+
+/// The SQL that creates (or completes) the layout in `schema`: the text
+/// the store runs on first use, for operators who create it by hand (then use
+/// `create_schema=false`). Idempotent: running it twice changes nothing.
+pub fn schema_sql(schema: &SchemaName) -> String {
+    TEMPLATE
+        .replace("{s}", &schema.quoted())
+        .replace("{name}", schema.as_str())
+        .replace("{version}", &SCHEMA_VERSION.to_string())
+}
+
+/// The layout. `{s}` is the quoted schema. Kept in one place so the
+/// statements the store runs and the text operators see cannot differ.
+const TEMPLATE: &str = r#"CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.version (
+    single boolean PRIMARY KEY DEFAULT true CHECK (single),
+    version integer NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {s}.sessions (
+    id bigint GENERATED ALWAYS AS IDENTITY (NO CYCLE) PRIMARY KEY,
+    owner text NOT NULL,
+    ttl_ms bigint NOT NULL CHECK (ttl_ms > 0),
+    expires_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_expires_at ON {s}.sessions (expires_at);
+CREATE TABLE IF NOT EXISTS {s}.entries (
+    id bigint GENERATED ALWAYS AS IDENTITY (NO CYCLE) PRIMARY KEY,
+    namespace text NOT NULL,
+    key text NOT NULL,
+    kind text NOT NULL CHECK (kind IN ('exclusive', 'read', 'write', 'permit')),
+    lim integer,
+    owner text NOT NULL,
+    value text NOT NULL DEFAULT '',
+    session_id bigint NOT NULL REFERENCES {s}.sessions (id) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS entries_queue ON {s}.entries (namespace, key, id);
+CREATE INDEX IF NOT EXISTS entries_session ON {s}.entries (session_id);
+CREATE OR REPLACE FUNCTION {s}.channel(p_namespace text, p_key text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT AS $fn$
+    SELECT 'distlock_' || left(encode(sha256(convert_to(
+        '{name}:' || octet_length(p_namespace) || ':' || p_namespace || p_key, 'UTF8')), 'hex'), 40)
+$fn$;
+CREATE OR REPLACE FUNCTION {s}.holds(p_namespace text, p_key text, p_token bigint)
+RETURNS boolean LANGUAGE sql STABLE STRICT AS $fn$
+    SELECT EXISTS (
+        SELECT 1 FROM {s}.entries e JOIN {s}.sessions s ON s.id = e.session_id
+        WHERE e.id = p_token AND e.namespace = p_namespace AND e.key = p_key
+          AND s.expires_at > now()
+          AND NOT EXISTS (
+              SELECT 1 FROM {s}.entries o JOIN {s}.sessions os ON os.id = o.session_id
+              WHERE o.namespace = p_namespace AND o.key = p_key AND o.id < p_token
+                AND os.expires_at > now()))
+$fn$;
+CREATE OR REPLACE FUNCTION {s}.enqueue(
+    p_session bigint, p_namespace text, p_key text, p_kind text, p_owner text, p_value text,
+    OUT id bigint, OUT ahead bigint)
+LANGUAGE plpgsql VOLATILE AS $fn$
+#variable_conflict use_column
+BEGIN
+    -- Entries of one key are numbered one transaction at a time, and each
+    -- statement below takes a fresh snapshot: every entry with a smaller
+    -- id on the key has committed (or rolled back) before we read.
+    PERFORM pg_advisory_xact_lock(hashtextextended(
+        octet_length(p_namespace) || ':' || p_namespace || p_key, 0));
+    INSERT INTO {s}.entries (namespace, key, kind, owner, value, session_id)
+    SELECT p_namespace, p_key, p_kind, p_owner, p_value, p_session
+    WHERE EXISTS (SELECT 1 FROM {s}.sessions WHERE sessions.id = p_session
+                  AND expires_at > clock_timestamp())
+    RETURNING entries.id INTO id;
+    IF id IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT max(e.id) INTO ahead
+    FROM {s}.entries e JOIN {s}.sessions s ON s.id = e.session_id
+    WHERE e.namespace = p_namespace AND e.key = p_key AND e.id < enqueue.id
+      AND s.expires_at > now();
+    -- A new holder: tell the key's watchers (waiters ignore ids above theirs).
+    IF ahead IS NULL THEN
+        PERFORM pg_notify({s}.channel(p_namespace, p_key), id::text);
+    END IF;
+END
+$fn$;
+INSERT INTO {s}.version (single, version) VALUES (true, {version})
+    ON CONFLICT (single) DO NOTHING;
+"#;
+
+/// The tables the store needs, in the order a missing one is reported.
+const TABLES: [&str; 3] = ["version", "sessions", "entries"];
+
+/// Makes sure the layout of [`SCHEMA_VERSION`] exists in `schema`.
+///
+/// With `create`, a missing or older layout is created in one
+/// transaction under an advisory lock (concurrent start-ups create it
+/// once). Without it, a missing table is an error naming it. A newer
+/// layout than this crate knows is refused either way.
+pub(crate) async fn ensure(
+    client: &Client,
+    schema: &SchemaName,
+    create: bool,
+) -> Result<(), LockError> {
+    match installed_version(client, schema).await? {
+        Ok(version) if version == SCHEMA_VERSION => return Ok(()),
+        Ok(version) if version > SCHEMA_VERSION => {
+            return Err(LockError::invalid_config(format!(
+                "schema {} has layout version {version}, newer than this client's \
+                 {SCHEMA_VERSION}: upgrade distlock",
+                schema.quoted()
+            )))
+        }
+        Ok(_) => {}
+        Err(missing) if !create => {
+            return Err(LockError::invalid_config(format!(
+                "table {}.{missing} does not exist and create_schema=false: create the \
+                 layout (distlock's schema SQL) or allow create_schema",
+                schema.quoted()
+            )))
+        }
+        Err(_) => {}
+    }
+    // One simple-query message: one implicit transaction, so the advisory
+    // lock is held until everything is created, and an error rolls it all
+    // back without leaving the connection inside a failed transaction.
+    let batch = format!(
+        "SELECT pg_advisory_xact_lock({CREATION_LOCK});\n{}",
+        schema_sql(schema)
+    );
+    client
+        .batch_execute(&batch)
+        .await
+        .map_err(|e| db_error("cannot create the store's tables", e))
+}
+
+/// The layout version in `schema`, or the name of the first missing table.
+async fn installed_version(
+    client: &Client,
+    schema: &SchemaName,
+) -> Result<Result<i32, &'static str>, LockError> {
+    use tokio_postgres::types::Type;
+    let names: Vec<String> = TABLES
+        .iter()
+        .map(|table| format!("{}.{table}", schema.quoted()))
+        .collect();
+    let row = client
+        .query_typed(
+            "SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL, \
+             to_regclass($3) IS NOT NULL",
+            &[
+                (&names[0], Type::TEXT),
+                (&names[1], Type::TEXT),
+                (&names[2], Type::TEXT),
+            ],
+        )
+        .await
+        .map_err(|e| unavailable("cannot read the store's tables", e))?;
+    let row = row
+        .first()
+        .ok_or_else(|| LockError::backend("no reply", "empty result"))?;
+    for (i, table) in TABLES.iter().enumerate() {
+        if !row.get::<_, bool>(i) {
+            return Ok(Err(*table));
+        }
+    }
+    let sql = format!("SELECT version FROM {}.version", schema.quoted());
+    let rows = client
+        .query_typed(&sql, &[])
+        .await
+        .map_err(|e| db_error("cannot read the layout version", e))?;
+    Ok(Ok(rows.first().map(|r| r.get::<_, i32>(0)).unwrap_or(0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_names_are_plain_identifiers() {
+        assert_eq!(SchemaName::new("distlock").unwrap().as_str(), "distlock");
+        assert_eq!(SchemaName::new("_a1").unwrap().quoted(), "\"_a1\"");
+        for bad in ["", "1a", "A", "a-b", "a\"b", "pg_x", &"a".repeat(64)] {
+            assert!(SchemaName::new(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_sql_names_the_schema_everywhere() {
+        let sql = schema_sql(&SchemaName::new("locks_x").unwrap());
+        assert!(!sql.contains("{s}") && !sql.contains("{name}") && !sql.contains("{version}"));
+        assert!(sql.contains("CREATE TABLE IF NOT EXISTS \"locks_x\".entries"));
+        assert!(sql.contains("GENERATED ALWAYS AS IDENTITY (NO CYCLE)"));
+        assert!(!sql.contains("\"distlock\""));
+    }
+}

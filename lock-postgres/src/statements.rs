@@ -1,0 +1,161 @@
+//! The SQL the store runs, written once per backend with its schema name.
+//!
+//! Every statement is sent with `query_typed` (an unnamed statement with
+//! its parameter types, one round trip), never prepared under a name, so
+//! all of them work through a transaction-mode pooler such as PgBouncer.
+//! Each is one statement: one implicit transaction, so a delete and its
+//! `pg_notify` commit together — a notification is never sent for a
+//! change that did not commit.
+//!
+//! *Live* means: in a session whose `expires_at > now()` on the server.
+//! An exclusive entry is *granted* when no live entry of the same
+//! namespace and key has a smaller id.
+
+use crate::schema::SchemaName;
+
+/// The statements of one backend; see each field.
+#[derive(Debug)]
+pub(crate) struct Statements {
+    /// `$1 owner text, $2 ttl_ms int8` → `id int8`: opens a session that
+    /// expires `ttl` from now.
+    pub(crate) open_session: String,
+    /// `$1 session int8` → `alive bool, entries int8[]`: extends the
+    /// session by its ttl if it is still live (never revives an expired
+    /// one), and lists its entries (so the holder notices one removed).
+    pub(crate) renew: String,
+    /// `$1 session, $2 namespace, $3 key, $4 kind, $5 owner, $6 value` →
+    /// `id int8, ahead int8`: the acquire statement (the `enqueue`
+    /// function, see [`crate::schema`]). `id` is NULL when the session is
+    /// not live; `ahead` is NULL when the entry is granted, else the id of
+    /// the live entry right before it.
+    pub(crate) enqueue: String,
+    /// `$1 namespace, $2 key, $3 entry int8, $4 session int8` →
+    /// `mine bool, ahead int8`: whether our entry is still there in our
+    /// live session, and the live entry right before it (NULL: granted).
+    pub(crate) recheck: String,
+    /// `$1 entry int8, $2 session int8` → `deleted int8, live bool`:
+    /// deletes our entry and notifies its key; `live` says whether our
+    /// session was still live (else the lock was lost before).
+    pub(crate) release: String,
+    /// `$1 owner text, $2 session int8`: deletes the entries of one
+    /// acquisition by its owner id (a cancelled acquire whose reply may
+    /// have been lost) and notifies their keys.
+    pub(crate) withdraw: String,
+    /// `$1 entry int8, $2 session int8` → `present bool`: our entry
+    /// exists in our live session.
+    pub(crate) check: String,
+    /// `$1 entry int8, $2 session int8, $3 value text` → rows updated:
+    /// replaces the value of our live entry and notifies its key.
+    pub(crate) set_value: String,
+    /// → deleted count: removes every expired session and its entries,
+    /// notifying each key (any client may do it; locked rows are skipped).
+    pub(crate) reap: String,
+    /// `$1 namespace, $2 key` → `id, owner, value, ttl_left_ms`: the
+    /// granted entry (the oldest live one), if any.
+    pub(crate) holder: String,
+    /// `$1 namespace, $2 key` → deleted count: removes the granted
+    /// entry, notifying the key.
+    pub(crate) force_release: String,
+    /// `$1 namespace` → deleted count: removes every entry of the
+    /// namespace, notifying each key.
+    pub(crate) purge: String,
+    /// `$1 sessions int8[]` → deleted count: removes the sessions and
+    /// their entries, notifying each key.
+    pub(crate) close_sessions: String,
+}
+
+impl Statements {
+    /// The statements for tables in `schema`.
+    pub(crate) fn new(schema: &SchemaName) -> Self {
+        let s = schema.quoted();
+        let notify = |rows: &str| {
+            format!("told AS (SELECT pg_notify({s}.channel(namespace, key), id::text) FROM {rows})")
+        };
+        let live = |alias: &str| {
+            format!(
+                "EXISTS (SELECT 1 FROM {s}.sessions WHERE sessions.id = {alias}.session_id \
+                 AND sessions.expires_at > now())"
+            )
+        };
+        Self {
+            open_session: format!(
+                "INSERT INTO {s}.sessions (owner, ttl_ms, expires_at) \
+                 VALUES ($1, $2, now() + $2 * interval '1 millisecond') RETURNING id"
+            ),
+            renew: format!(
+                "WITH renewed AS (UPDATE {s}.sessions \
+                 SET expires_at = now() + ttl_ms * interval '1 millisecond' \
+                 WHERE id = $1 AND expires_at > now() RETURNING id) \
+                 SELECT EXISTS (SELECT 1 FROM renewed), \
+                 ARRAY(SELECT id FROM {s}.entries WHERE session_id = $1)"
+            ),
+            enqueue: format!("SELECT id, ahead FROM {s}.enqueue($1, $2, $3, $4, $5, $6)"),
+            recheck: format!(
+                "SELECT EXISTS (SELECT 1 FROM {s}.entries e JOIN {s}.sessions ss \
+                 ON ss.id = e.session_id WHERE e.id = $3 AND e.session_id = $4 \
+                 AND ss.expires_at > now()), \
+                 (SELECT max(e.id) FROM {s}.entries e WHERE e.namespace = $1 \
+                 AND e.key = $2 AND e.id < $3 AND {})",
+                live("e")
+            ),
+            release: format!(
+                "WITH gone AS (DELETE FROM {s}.entries WHERE id = $1 AND session_id = $2 \
+                 RETURNING namespace, key, id), {} \
+                 SELECT (SELECT count(*) FROM told), \
+                 EXISTS (SELECT 1 FROM {s}.sessions WHERE id = $2 AND expires_at > now())",
+                notify("gone")
+            ),
+            withdraw: format!(
+                "WITH gone AS (DELETE FROM {s}.entries WHERE owner = $1 AND session_id = $2 \
+                 RETURNING namespace, key, id), {} SELECT count(*) FROM told",
+                notify("gone")
+            ),
+            check: format!(
+                "SELECT EXISTS (SELECT 1 FROM {s}.entries e WHERE e.id = $1 \
+                 AND e.session_id = $2 AND {})",
+                live("e")
+            ),
+            set_value: format!(
+                "WITH changed AS (UPDATE {s}.entries e SET value = $3 WHERE e.id = $1 \
+                 AND e.session_id = $2 AND {} RETURNING namespace, key, id), {} \
+                 SELECT count(*) FROM told",
+                live("e"),
+                notify("changed")
+            ),
+            reap: format!(
+                "WITH dead AS (DELETE FROM {s}.sessions WHERE id IN (SELECT id FROM \
+                 {s}.sessions WHERE expires_at <= now() FOR UPDATE SKIP LOCKED) RETURNING id), \
+                 gone AS (DELETE FROM {s}.entries e USING dead WHERE e.session_id = dead.id \
+                 RETURNING e.namespace, e.key, e.id), {} SELECT count(*) FROM told",
+                notify("gone")
+            ),
+            holder: format!(
+                "SELECT e.id, e.owner, e.value, \
+                 (extract(epoch FROM ss.expires_at - now()) * 1000)::int8 \
+                 FROM {s}.entries e JOIN {s}.sessions ss ON ss.id = e.session_id \
+                 WHERE e.namespace = $1 AND e.key = $2 AND ss.expires_at > now() \
+                 ORDER BY e.id LIMIT 1"
+            ),
+            force_release: format!(
+                "WITH head AS (SELECT e.id FROM {s}.entries e WHERE e.namespace = $1 \
+                 AND e.key = $2 AND {} ORDER BY e.id LIMIT 1), \
+                 gone AS (DELETE FROM {s}.entries WHERE id IN (SELECT id FROM head) \
+                 RETURNING namespace, key, id), {} SELECT count(*) FROM told",
+                live("e"),
+                notify("gone")
+            ),
+            close_sessions: format!(
+                "WITH gone AS (DELETE FROM {s}.entries WHERE session_id = ANY($1) \
+                 RETURNING namespace, key, id), {}, \
+                 dead AS (DELETE FROM {s}.sessions WHERE id = ANY($1)) \
+                 SELECT count(*) FROM told",
+                notify("gone")
+            ),
+            purge: format!(
+                "WITH gone AS (DELETE FROM {s}.entries WHERE namespace = $1 \
+                 RETURNING namespace, key, id), {} SELECT count(*) FROM told",
+                notify("gone")
+            ),
+        }
+    }
+}
