@@ -1,13 +1,17 @@
-//! Acquiring an exclusive lock: one entry row in the key's queue.
+//! Acquiring a lock, a read lock or a permit: one entry row in the key's
+//! queue.
 //!
 //! The acquire statement (the schema's `enqueue` function) inserts our
 //! entry in the locker's session and answers in the same round trip
-//! "granted" or "the id I wait behind" (the live entry right before
-//! ours). Granted: the lock is ours after one round trip; its entry id is
-//! the fencing token. Otherwise, for a try, the entry is withdrawn; for a
+//! "granted" or "the id I wait behind" (for a lock, the live lock entry
+//! right before ours; for a read lock, the newest older exclusive one;
+//! for a permit, the newest older permit while the limit is reached).
+//! Granted: the hold is ours after one round trip; its entry id is the
+//! fencing token. Otherwise, for a try, the entry is withdrawn; for a
 //! wait, we LISTEN on the key's channel, check the queue again (a release
 //! may have come before the LISTEN), and then wait for the entry we wait
-//! behind to go — woken by its release's NOTIFY — or for the bounded
+//! behind to go (a permit: for any older permit to go) — woken by its
+//! release's NOTIFY — or for the bounded
 //! re-check (at most ttl/3), which also removes expired sessions (a
 //! crashed holder's), notifying their keys.
 //!
@@ -22,15 +26,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::Object;
-use lock_core::backend::{AcquireRequest, Acquired, CleanupOnDrop, Renewal};
+use lock_core::backend::{AcquireRequest, Acquired, CleanupOnDrop, Pending, Renewal};
 use lock_core::{FencingToken, HoldKind, LockError};
 use tokio_postgres::types::Type;
 
 use crate::channel::channel;
 use crate::core::PgCore;
 use crate::held::HeldEntry;
-use crate::listen::Subscription;
+use crate::listen::{Subscription, WokenBy};
 use crate::session::Session;
+use crate::statements::entry_kind;
 
 /// How an entry's wait ended.
 enum Turn {
@@ -48,12 +53,6 @@ pub(crate) async fn acquire(
     core: &Arc<PgCore>,
     request: &AcquireRequest,
 ) -> Result<Option<Acquired>, LockError> {
-    if request.kind != HoldKind::Exclusive {
-        return Err(LockError::not_supported(
-            "postgres",
-            "read locks and semaphores",
-        ));
-    }
     let started = Instant::now();
     let mut requeues = 0u32;
     loop {
@@ -63,14 +62,20 @@ pub(crate) async fn acquire(
         }
         requeues += 1;
         let session = core.sessions.session(core, request.ttl).await?;
+        // This backend's own abandoned request on the line (a writer
+        // that gave up) must not hold this one back.
+        let line = line_of(request);
+        core.leaving
+            .settled(&line, core.config.response_timeout)
+            .await;
         // Dropped while the acquire statement may be on its way: withdraw
         // on the same connection, so the withdrawal runs after it.
         let connection = Arc::new(core.connection().await?);
-        let in_flight = withdraw_on_drop(core, Some(&connection), &session, request);
+        let in_flight = withdraw_on_drop(core, Some(&connection), &session, request, &line);
         let enqueued = enqueue(core, &connection, &session, request).await?;
         drop(connection);
         in_flight.disarm();
-        let cleanup = withdraw_on_drop(core, None, &session, request);
+        let cleanup = withdraw_on_drop(core, None, &session, request, &line);
         let Some((id, ahead)) = enqueued else {
             // The server expired our session before we noticed.
             session.lose();
@@ -107,8 +112,9 @@ pub(crate) async fn acquire(
 }
 
 /// Runs the acquire statement: our entry's id and the id of the live
-/// entry right before it (`None`: granted), or `None` if the session is
-/// not live on the server.
+/// entry it waits behind (`None`: granted), or `None` if the session is
+/// not live on the server. A permit asked under another limit than its
+/// semaphore's live permits is [`LockError::LimitMismatch`].
 async fn enqueue(
     core: &PgCore,
     connection: &Object,
@@ -116,6 +122,7 @@ async fn enqueue(
     request: &AcquireRequest,
 ) -> Result<Option<(i64, Option<i64>)>, LockError> {
     let what = "cannot queue for the lock";
+    let (kind, limit) = entry_kind(request.kind);
     let rows = core
         .query_on(
             connection,
@@ -125,7 +132,8 @@ async fn enqueue(
                 (&session.id, Type::INT8),
                 (&request.name.namespace().as_str(), Type::TEXT),
                 (&request.name.key().as_str(), Type::TEXT),
-                (&"exclusive", Type::TEXT),
+                (&kind, Type::TEXT),
+                (&limit, Type::INT4),
                 (&request.owner.as_str(), Type::TEXT),
                 (&request.value.as_str(), Type::TEXT),
             ],
@@ -134,6 +142,13 @@ async fn enqueue(
     let row = rows
         .first()
         .ok_or_else(|| LockError::backend(what, "the statement returned no row"))?;
+    if let Some(stored) = row.get::<_, Option<i32>>(2) {
+        return Err(LockError::LimitMismatch {
+            key: request.name.key().to_string(),
+            stored: u32::try_from(stored).unwrap_or(0),
+            asked: limit.and_then(|l| u32::try_from(l).ok()).unwrap_or(0),
+        });
+    }
     let id: Option<i64> = row.get(0);
     Ok(id.map(|id| (id, row.get(1))))
 }
@@ -146,7 +161,12 @@ async fn wait_turn(
     id: i64,
 ) -> Result<Turn, LockError> {
     let channel = channel(&core.config.schema, &request.name);
-    let subscription = core.listener.subscribe(channel, id).await?;
+    // A permit is let in by any older permit going, not one entry's.
+    let woken_by = match request.kind {
+        HoldKind::Permit { .. } => WokenBy::AnyOlder,
+        _ => WokenBy::EntryAhead,
+    };
+    let subscription = core.listener.subscribe(channel, id, woken_by).await?;
     let interval = PgCore::recheck_interval(request.ttl);
     let namespace = request.name.namespace().as_str();
     let key = request.name.key().as_str();
@@ -247,28 +267,55 @@ async fn withdraw(
     .map(drop)
 }
 
+/// The line an acquisition of `request` queues in, as [`PgCore::leaving`]
+/// counts withdrawals: a key's lock, or its semaphore.
+pub(crate) fn line_of(request: &AcquireRequest) -> String {
+    let line = match request.kind {
+        HoldKind::Permit { .. } => "permits",
+        _ => "lock",
+    };
+    format!("{line}:{}", request.name)
+}
+
 /// A guard that withdraws this acquisition's entries when dropped armed:
 /// on `connection` when given (after whatever was sent on it), else on
-/// any pooled connection.
+/// any pooled connection. The withdrawal counts as under way on `line`
+/// from the drop until it is answered.
 fn withdraw_on_drop(
     core: &Arc<PgCore>,
     connection: Option<&Arc<Object>>,
     session: &Session,
     request: &AcquireRequest,
+    line: &str,
 ) -> CleanupOnDrop {
     let core = Arc::clone(core);
     let connection = connection.map(Arc::clone);
     let session = session.id;
     let owner = request.owner.as_str().to_owned();
-    CleanupOnDrop::new(move || async move {
-        let params: [crate::core::Param<'_>; 2] = [(&owner, Type::TEXT), (&session, Type::INT8)];
-        let (what, sql) = ("cannot leave the lock queue", &core.sql.withdraw);
-        let withdrawn = match &connection {
-            Some(connection) => core.query_on(connection, what, sql, &params).await,
-            None => core.query(what, sql, &params).await,
-        };
-        if let Err(error) = withdrawn {
-            tracing::warn!(%error, "distlock: a cancelled request's entry stays until its session ends");
-        }
+    let line = line.to_owned();
+    CleanupOnDrop::new(move || {
+        // Counted at the drop itself, before the next attempt can look.
+        let under_way = core.leaving.start(&line);
+        withdraw_abandoned(core, connection, session, owner, under_way)
     })
+}
+
+/// Withdraws the entries of the abandoned acquisition of `owner` in
+/// `session` (see [`withdraw_on_drop`]); `_under_way` ends when answered.
+async fn withdraw_abandoned(
+    core: Arc<PgCore>,
+    connection: Option<Arc<Object>>,
+    session: i64,
+    owner: String,
+    _under_way: Pending,
+) {
+    let params: [crate::core::Param<'_>; 2] = [(&owner, Type::TEXT), (&session, Type::INT8)];
+    let (what, sql) = ("cannot leave the lock queue", &core.sql.withdraw);
+    let withdrawn = match &connection {
+        Some(connection) => core.query_on(connection, what, sql, &params).await,
+        None => core.query(what, sql, &params).await,
+    };
+    if let Err(error) = withdrawn {
+        tracing::warn!(%error, "distlock: a cancelled request's entry stays until its session ends");
+    }
 }

@@ -5,20 +5,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::backend::Capability::{Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote};
+use lock_core::backend::Capability::Remote;
 use lock_core::backend::{
     holder_stream, AcquireRequest, Acquired, Backend, Capabilities, Change, HolderSource,
-    HolderStream,
+    HolderStream, Primitive,
 };
-use lock_core::{FencingToken, LockError, LockInfo, LockName, Namespace};
+use lock_core::{FencingToken, HoldKind, LockError, LockInfo, LockName, Namespace};
 use tokio_postgres::types::Type;
+use tokio_postgres::Row;
 
 use crate::acquire::{acquire, reap};
 use crate::channel::channel;
 use crate::config::PgConfig;
 use crate::core::PgCore;
 use crate::errors::pool_error;
-use crate::listen::{Subscription, WATCHER};
+use crate::listen::{Subscription, WokenBy, WATCHER};
+use crate::statements::{EXCLUSIVE, PERMIT, READ};
 use crate::{connect, schema};
 
 /// Locks in a PostgreSQL database. See the crate docs for the layout and
@@ -65,21 +67,53 @@ impl PgBackend {
 }
 
 /// The granted entry of `name`, if any.
-async fn holder(core: &PgCore, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+/// The granted holders of `name`'s lock or semaphore, oldest first.
+async fn holders(
+    core: &PgCore,
+    name: &LockName,
+    primitive: Primitive,
+) -> Result<Vec<LockInfo>, LockError> {
     let (namespace, key) = (name.namespace().as_str(), name.key().as_str());
+    let kinds: &[&str] = match primitive {
+        Primitive::Lock => &[EXCLUSIVE, READ],
+        Primitive::Semaphore => &[PERMIT],
+    };
     let rows = core
         .query(
-            "cannot read the lock's holder",
-            &core.sql.holder,
-            &[(&namespace, Type::TEXT), (&key, Type::TEXT)],
+            "cannot read the lock's holders",
+            &core.sql.holders,
+            &[
+                (&namespace, Type::TEXT),
+                (&key, Type::TEXT),
+                (&kinds, Type::TEXT_ARRAY),
+            ],
         )
         .await?;
-    Ok(rows.first().map(|row| {
-        let token = FencingToken::new(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0));
-        let ttl_left = Duration::from_millis(u64::try_from(row.get::<_, i64>(3)).unwrap_or(0));
-        LockInfo::new(row.get::<_, String>(1), token, Some(ttl_left))
-            .with_value(row.get::<_, String>(2))
-    }))
+    Ok(rows.iter().map(holder_info).collect())
+}
+
+/// One row of the `holders` statement, as a [`LockInfo`].
+fn holder_info(row: &Row) -> LockInfo {
+    let token = FencingToken::new(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0));
+    let ttl_left = Duration::from_millis(u64::try_from(row.get::<_, i64>(3)).unwrap_or(0));
+    let kind = match row.get::<_, &str>(4) {
+        READ => HoldKind::Shared,
+        PERMIT => HoldKind::Permit {
+            limit: u32::try_from(row.get::<_, Option<i32>>(5).unwrap_or(0)).unwrap_or(0),
+        },
+        _ => HoldKind::Exclusive,
+    };
+    LockInfo::new(row.get::<_, String>(1), token, Some(ttl_left))
+        .with_value(row.get::<_, String>(2))
+        .with_kind(kind)
+}
+
+/// The lock's oldest holder, if any.
+async fn holder(core: &PgCore, name: &LockName) -> Result<Option<LockInfo>, LockError> {
+    Ok(holders(core, name, Primitive::Lock)
+        .await?
+        .into_iter()
+        .next())
 }
 
 #[async_trait]
@@ -90,8 +124,8 @@ impl Backend for PgBackend {
 
     fn capabilities(&self) -> Capabilities {
         // Holds live as long as the session, not each on its own: no
-        // `per_lock_expiry`. Read locks and semaphores are not built yet.
-        Capabilities::of(&[Expiry, ForceRelease, NotifiedWakeups, Fifo, Remote])
+        // `per_lock_expiry`.
+        Capabilities::QUEUEING_STORE.with(&[Remote])
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
@@ -101,6 +135,16 @@ impl Backend for PgBackend {
     /// The oldest live entry of the key, with the time left on its session.
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
         holder(&self.core, name).await
+    }
+
+    /// The granted entries of the lock (its exclusive holder or its
+    /// readers) or of the semaphore, oldest first.
+    async fn holders(
+        &self,
+        name: &LockName,
+        primitive: Primitive,
+    ) -> Result<Vec<LockInfo>, LockError> {
+        holders(&self.core, name, primitive).await
     }
 
     /// Reads the holder, then again after every notification on the key's
@@ -114,8 +158,9 @@ impl Backend for PgBackend {
         })
     }
 
-    /// Deletes the granted entry (only it: the waiters keep their places,
-    /// and the next one is woken by the notification).
+    /// Deletes the lock's granted entries (its exclusive holder, or its
+    /// readers; the waiters keep their places, and the next one is woken
+    /// by the notification). The semaphore's permits are untouched.
     async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
         let sql = &self.core.sql.force_release;
         Ok(self.count("cannot remove the lock", sql, name).await? > 0)
@@ -151,7 +196,11 @@ impl HolderSource for Watch {
             Some(subscription) => subscription.relisten().await?,
             None => {
                 let channel = channel(&self.core.config.schema, &self.name);
-                let subscription = self.core.listener.subscribe(channel, WATCHER).await?;
+                let subscription = self
+                    .core
+                    .listener
+                    .subscribe(channel, WATCHER, WokenBy::AnyOlder)
+                    .await?;
                 self.subscription = Some(subscription);
             }
         }

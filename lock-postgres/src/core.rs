@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool};
+use lock_core::backend::Leaving;
 use lock_core::LockError;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
@@ -31,6 +32,10 @@ pub(crate) struct PgCore {
     pub(crate) sessions: Sessions,
     /// The connection waiters LISTEN on.
     pub(crate) listener: Arc<Listener>,
+    /// Withdrawals of abandoned acquisitions under way, per line (see
+    /// [`crate::acquire::line_of`]): the next attempt on a line waits for
+    /// them.
+    pub(crate) leaving: Arc<Leaving>,
 }
 
 impl PgCore {
@@ -40,6 +45,7 @@ impl PgCore {
             sql: Statements::new(&config.schema),
             listener: Arc::new(Listener::new(config.listen_config().clone())),
             sessions: Sessions::default(),
+            leaving: Arc::default(),
             pool,
             config,
         }

@@ -9,6 +9,9 @@
 //! — no herd: a release wakes the one waiter behind it. Ids ahead of a
 //! waiter are remembered until its next check, so a notification arriving
 //! between a check and the waiter naming its new predecessor is not lost.
+//! A permit's waiter (and a watcher) is woken by any older entry's
+//! notification instead ([`WokenBy::AnyOlder`]): any permit going may let
+//! it in.
 //!
 //! A channel is LISTENed while it has waiters and UNLISTENed after its
 //! last one leaves; both run on the connection under one async mutex, in
@@ -69,15 +72,28 @@ struct Shared {
 /// way), the backend says once that they do not arrive.
 const MISSED_BEFORE_WARNING: u64 = 2;
 
-/// The entry id a watcher subscribes with: it is woken by every
-/// notification on its channel.
+/// The entry id a watcher subscribes with (with [`WokenBy::AnyOlder`]):
+/// it is woken by every notification on its channel.
 pub(crate) const WATCHER: i64 = i64::MAX;
+
+/// Which notifications wake a waiter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WokenBy {
+    /// Only that of the entry it waits behind
+    /// ([`Waiter::wait_behind`]): a lock's or a read lock's waiter, let in
+    /// by that one entry going.
+    EntryAhead,
+    /// That of any entry older than its own: a permit's waiter (any older
+    /// permit going may let it in) and a watcher.
+    AnyOlder,
+}
 
 /// One waiting acquisition (or a watcher), as the notification side sees it.
 pub(crate) struct Waiter {
     key: u64,
     /// Our entry id: only ids below it matter.
     entry: i64,
+    woken_by: WokenBy,
     state: Mutex<WaitState>,
     wake: Notify,
 }
@@ -90,6 +106,8 @@ struct WaitState {
     heard: bool,
     seen: Vec<i64>,
     overflow: bool,
+    /// An older entry was notified since the last check.
+    older_notified: bool,
 }
 
 impl Waiter {
@@ -98,13 +116,17 @@ impl Waiter {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.seen.clear();
         state.overflow = false;
+        state.older_notified = false;
     }
 
     /// Names the entry the check found right before ours. Returns true if
     /// its notification already came (check again at once).
     pub(crate) fn wait_behind(&self, ahead: i64) -> bool {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let known = state.overflow || state.seen.contains(&ahead);
+        let known = match self.woken_by {
+            WokenBy::EntryAhead => state.overflow || state.seen.contains(&ahead),
+            WokenBy::AnyOlder => state.older_notified,
+        };
         if state.behind != Some(ahead) {
             state.heard = known;
         }
@@ -126,16 +148,17 @@ impl Waiter {
     }
 
     fn notified(&self, id: i64) {
-        if self.entry == WATCHER {
-            self.wake.notify_one();
-            return;
-        }
         if id >= self.entry {
             return;
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if state.behind == Some(id) {
             state.heard = true;
+        }
+        if self.woken_by == WokenBy::AnyOlder {
+            state.older_notified = true;
+            self.wake.notify_one();
+            return;
         }
         if state.seen.len() < REMEMBERED {
             state.seen.push(id);
@@ -177,17 +200,20 @@ impl Listener {
         }
     }
 
-    /// Registers a waiter with entry id `entry` on `channel` and makes
+    /// Registers a waiter with entry id `entry` on `channel`, woken as
+    /// `woken_by` says, and makes
     /// sure the channel is LISTENed before returning, so every
     /// notification committed after this returns reaches the waiter.
     pub(crate) async fn subscribe(
         self: &Arc<Self>,
         channel: String,
         entry: i64,
+        woken_by: WokenBy,
     ) -> Result<Subscription, LockError> {
         let waiter = Arc::new(Waiter {
             key: self.shared.next_id.fetch_add(1, Ordering::Relaxed),
             entry,
+            woken_by,
             state: Mutex::default(),
             wake: Notify::new(),
         });

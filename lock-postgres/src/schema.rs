@@ -8,18 +8,27 @@
 //!   `expires_at > now()`.
 //! * `entries`: one row per hold or waiting request — `id` (a `bigint`
 //!   identity from a sequence that never cycles: the fencing token and
-//!   the queue order), `namespace`, `key`, `kind`, `lim` (a semaphore's
-//!   limit, for later kinds), `owner`, `value`, and `session_id`
+//!   the queue order), `namespace`, `key`, `kind`, `lim` (a permit's
+//!   semaphore limit), `owner`, `value`, and `session_id`
 //!   (`ON DELETE CASCADE`). Indexed by `(namespace, key, id)` for the
 //!   queue order and by `session_id`.
 //! * `version`: one row, the layout's version ([`SCHEMA_VERSION`]).
 //! * `channel(namespace, key)`: the NOTIFY channel of a key (see
 //!   [`crate::channel`], which computes the same name in Rust).
+//! * `ahead_of(namespace, key, id, kind, lim)`: the grant rule — NULL
+//!   when an entry of that kind and id holds, else the live entry it waits
+//!   behind. A lock's exclusive entry (`exclusive`: a lock, a leadership,
+//!   a write lock) holds when no live lock entry (`exclusive` or `read`) is
+//!   older; a `read` entry when no live `exclusive` one is older; a
+//!   `permit` when fewer than `lim` live permits of the key are older. A
+//!   key's lock and its semaphore are separate queues.
 //! * `holds(namespace, key, token)`: true only while that entry exists in
-//!   a live session and holds the lock (no live entry ahead of it), for
-//!   fencing inside the database.
+//!   a live session and holds by the rule above, for fencing inside the
+//!   database.
 //! * `enqueue(...)`: the acquire statement (see [`crate::statements`]);
-//!   an entry granted at once notifies its key, for watchers.
+//!   an entry granted at once notifies its key, for watchers; a permit
+//!   asked under another limit than the live permits of its key is not
+//!   inserted, and the limit they hold under is returned.
 //!
 //! Creation runs in one transaction under `pg_advisory_xact_lock`, so
 //! processes starting at once create the layout once; every statement is
@@ -117,7 +126,7 @@ CREATE TABLE IF NOT EXISTS {s}.entries (
     id bigint GENERATED ALWAYS AS IDENTITY (NO CYCLE) PRIMARY KEY,
     namespace text NOT NULL,
     key text NOT NULL,
-    kind text NOT NULL CHECK (kind IN ('exclusive', 'read', 'write', 'permit')),
+    kind text NOT NULL CHECK (kind IN ('exclusive', 'read', 'permit')),
     lim integer,
     owner text NOT NULL,
     value text NOT NULL DEFAULT '',
@@ -130,20 +139,34 @@ LANGUAGE sql IMMUTABLE STRICT AS $fn$
     SELECT 'distlock_' || left(encode(sha256(convert_to(
         '{name}:' || octet_length(p_namespace) || ':' || p_namespace || p_key, 'UTF8')), 'hex'), 40)
 $fn$;
+CREATE OR REPLACE FUNCTION {s}.ahead_of(
+    p_namespace text, p_key text, p_id bigint, p_kind text, p_lim integer)
+RETURNS bigint LANGUAGE sql STABLE AS $fn$
+    SELECT CASE WHEN p_kind = 'permit' THEN (
+        SELECT CASE WHEN count(*) < p_lim THEN NULL ELSE max(e.id) END
+        FROM {s}.entries e JOIN {s}.sessions s ON s.id = e.session_id
+        WHERE e.namespace = p_namespace AND e.key = p_key AND e.id < p_id
+          AND e.kind = 'permit' AND s.expires_at > now())
+    ELSE (
+        SELECT max(e.id)
+        FROM {s}.entries e JOIN {s}.sessions s ON s.id = e.session_id
+        WHERE e.namespace = p_namespace AND e.key = p_key AND e.id < p_id
+          AND e.kind <> 'permit' AND (p_kind <> 'read' OR e.kind <> 'read')
+          AND s.expires_at > now())
+    END
+$fn$;
 CREATE OR REPLACE FUNCTION {s}.holds(p_namespace text, p_key text, p_token bigint)
 RETURNS boolean LANGUAGE sql STABLE STRICT AS $fn$
     SELECT EXISTS (
         SELECT 1 FROM {s}.entries e JOIN {s}.sessions s ON s.id = e.session_id
         WHERE e.id = p_token AND e.namespace = p_namespace AND e.key = p_key
           AND s.expires_at > now()
-          AND NOT EXISTS (
-              SELECT 1 FROM {s}.entries o JOIN {s}.sessions os ON os.id = o.session_id
-              WHERE o.namespace = p_namespace AND o.key = p_key AND o.id < p_token
-                AND os.expires_at > now()))
+          AND {s}.ahead_of(p_namespace, p_key, p_token, e.kind, e.lim) IS NULL)
 $fn$;
 CREATE OR REPLACE FUNCTION {s}.enqueue(
-    p_session bigint, p_namespace text, p_key text, p_kind text, p_owner text, p_value text,
-    OUT id bigint, OUT ahead bigint)
+    p_session bigint, p_namespace text, p_key text, p_kind text, p_lim integer,
+    p_owner text, p_value text,
+    OUT id bigint, OUT ahead bigint, OUT other_limit integer)
 LANGUAGE plpgsql VOLATILE AS $fn$
 #variable_conflict use_column
 BEGIN
@@ -152,18 +175,26 @@ BEGIN
     -- id on the key has committed (or rolled back) before we read.
     PERFORM pg_advisory_xact_lock(hashtextextended(
         octet_length(p_namespace) || ':' || p_namespace || p_key, 0));
-    INSERT INTO {s}.entries (namespace, key, kind, owner, value, session_id)
-    SELECT p_namespace, p_key, p_kind, p_owner, p_value, p_session
+    -- A semaphore's permits are all taken under one limit.
+    IF p_kind = 'permit' THEN
+        SELECT e.lim INTO other_limit
+        FROM {s}.entries e JOIN {s}.sessions s ON s.id = e.session_id
+        WHERE e.namespace = p_namespace AND e.key = p_key AND e.kind = 'permit'
+          AND e.lim IS DISTINCT FROM p_lim AND s.expires_at > now()
+        LIMIT 1;
+        IF other_limit IS NOT NULL THEN
+            RETURN;
+        END IF;
+    END IF;
+    INSERT INTO {s}.entries (namespace, key, kind, lim, owner, value, session_id)
+    SELECT p_namespace, p_key, p_kind, p_lim, p_owner, p_value, p_session
     WHERE EXISTS (SELECT 1 FROM {s}.sessions WHERE sessions.id = p_session
                   AND expires_at > clock_timestamp())
     RETURNING entries.id INTO id;
     IF id IS NULL THEN
         RETURN;
     END IF;
-    SELECT max(e.id) INTO ahead
-    FROM {s}.entries e JOIN {s}.sessions s ON s.id = e.session_id
-    WHERE e.namespace = p_namespace AND e.key = p_key AND e.id < enqueue.id
-      AND s.expires_at > now();
+    ahead := {s}.ahead_of(p_namespace, p_key, enqueue.id, p_kind, p_lim);
     -- A new holder: tell the key's watchers (waiters ignore ids above theirs).
     IF ahead IS NULL THEN
         PERFORM pg_notify({s}.channel(p_namespace, p_key), id::text);

@@ -8,10 +8,30 @@
 //! change that did not commit.
 //!
 //! *Live* means: in a session whose `expires_at > now()` on the server.
-//! An exclusive entry is *granted* when no live entry of the same
-//! namespace and key has a smaller id.
+//! An entry is *granted* by the schema's `ahead_of` rule (see
+//! [`crate::schema`]): an exclusive one when no older live lock entry of
+//! its key is left, a read one when no older live exclusive one is, a
+//! permit when fewer than its limit of older live permits are.
+
+use lock_core::HoldKind;
 
 use crate::schema::SchemaName;
+
+/// The `kind` of a lock's exclusive entry: a lock, a leadership, a write lock.
+pub(crate) const EXCLUSIVE: &str = "exclusive";
+/// The `kind` of a read lock's entry.
+pub(crate) const READ: &str = "read";
+/// The `kind` of a semaphore permit's entry.
+pub(crate) const PERMIT: &str = "permit";
+
+/// The `kind` and `lim` columns of an entry for a hold of `kind`.
+pub(crate) fn entry_kind(kind: HoldKind) -> (&'static str, Option<i32>) {
+    match kind {
+        HoldKind::Shared => (READ, None),
+        HoldKind::Permit { limit } => (PERMIT, Some(i32::try_from(limit).unwrap_or(i32::MAX))),
+        _ => (EXCLUSIVE, None),
+    }
+}
 
 /// The statements of one backend; see each field.
 #[derive(Debug)]
@@ -23,15 +43,17 @@ pub(crate) struct Statements {
     /// session by its ttl if it is still live (never revives an expired
     /// one), and lists its entries (so the holder notices one removed).
     pub(crate) renew: String,
-    /// `$1 session, $2 namespace, $3 key, $4 kind, $5 owner, $6 value` →
-    /// `id int8, ahead int8`: the acquire statement (the `enqueue`
-    /// function, see [`crate::schema`]). `id` is NULL when the session is
-    /// not live; `ahead` is NULL when the entry is granted, else the id of
-    /// the live entry right before it.
+    /// `$1 session, $2 namespace, $3 key, $4 kind, $5 limit int4,
+    /// $6 owner, $7 value` → `id int8, ahead int8, other_limit int4`: the
+    /// acquire statement (the `enqueue` function, see [`crate::schema`]).
+    /// `other_limit` is set (and nothing inserted) when live permits of
+    /// the key hold under another limit; else `id` is NULL when the
+    /// session is not live; `ahead` is NULL when the entry is granted,
+    /// else the live entry it waits behind.
     pub(crate) enqueue: String,
     /// `$1 namespace, $2 key, $3 entry int8, $4 session int8` →
     /// `mine bool, ahead int8`: whether our entry is still there in our
-    /// live session, and the live entry right before it (NULL: granted).
+    /// live session, and the live entry it waits behind (NULL: granted).
     pub(crate) recheck: String,
     /// `$1 entry int8, $2 session int8` → `deleted int8, live bool`:
     /// deletes our entry and notifies its key; `live` says whether our
@@ -50,11 +72,13 @@ pub(crate) struct Statements {
     /// → deleted count: removes every expired session and its entries,
     /// notifying each key (any client may do it; locked rows are skipped).
     pub(crate) reap: String,
-    /// `$1 namespace, $2 key` → `id, owner, value, ttl_left_ms`: the
-    /// granted entry (the oldest live one), if any.
-    pub(crate) holder: String,
-    /// `$1 namespace, $2 key` → deleted count: removes the granted
-    /// entry, notifying the key.
+    /// `$1 namespace, $2 key, $3 kinds text[]` → `id, owner, value,
+    /// ttl_left_ms, kind, lim`: the granted live entries of those kinds
+    /// (`exclusive` and `read` for the lock, `permit` for the semaphore),
+    /// oldest first.
+    pub(crate) holders: String,
+    /// `$1 namespace, $2 key` → deleted count: removes the lock's granted
+    /// entries (its exclusive holder, or its readers), notifying the key.
     pub(crate) force_release: String,
     /// `$1 namespace` → deleted count: removes every entry of the
     /// namespace, notifying each key.
@@ -89,14 +113,15 @@ impl Statements {
                  SELECT EXISTS (SELECT 1 FROM renewed), \
                  ARRAY(SELECT id FROM {s}.entries WHERE session_id = $1)"
             ),
-            enqueue: format!("SELECT id, ahead FROM {s}.enqueue($1, $2, $3, $4, $5, $6)"),
+            enqueue: format!(
+                "SELECT id, ahead, other_limit FROM {s}.enqueue($1, $2, $3, $4, $5, $6, $7)"
+            ),
             recheck: format!(
                 "SELECT EXISTS (SELECT 1 FROM {s}.entries e JOIN {s}.sessions ss \
                  ON ss.id = e.session_id WHERE e.id = $3 AND e.session_id = $4 \
                  AND ss.expires_at > now()), \
-                 (SELECT max(e.id) FROM {s}.entries e WHERE e.namespace = $1 \
-                 AND e.key = $2 AND e.id < $3 AND {})",
-                live("e")
+                 (SELECT {s}.ahead_of($1, $2, e.id, e.kind, e.lim) FROM {s}.entries e \
+                 WHERE e.id = $3)"
             ),
             release: format!(
                 "WITH gone AS (DELETE FROM {s}.entries WHERE id = $1 AND session_id = $2 \
@@ -129,16 +154,19 @@ impl Statements {
                  RETURNING e.namespace, e.key, e.id), {} SELECT count(*) FROM told",
                 notify("gone")
             ),
-            holder: format!(
+            holders: format!(
                 "SELECT e.id, e.owner, e.value, \
-                 (extract(epoch FROM ss.expires_at - now()) * 1000)::int8 \
+                 (extract(epoch FROM ss.expires_at - now()) * 1000)::int8, e.kind, e.lim \
                  FROM {s}.entries e JOIN {s}.sessions ss ON ss.id = e.session_id \
-                 WHERE e.namespace = $1 AND e.key = $2 AND ss.expires_at > now() \
-                 ORDER BY e.id LIMIT 1"
+                 WHERE e.namespace = $1 AND e.key = $2 AND e.kind = ANY($3) \
+                 AND ss.expires_at > now() \
+                 AND {s}.ahead_of(e.namespace, e.key, e.id, e.kind, e.lim) IS NULL \
+                 ORDER BY e.id"
             ),
             force_release: format!(
                 "WITH head AS (SELECT e.id FROM {s}.entries e WHERE e.namespace = $1 \
-                 AND e.key = $2 AND {} ORDER BY e.id LIMIT 1), \
+                 AND e.key = $2 AND e.kind <> 'permit' AND {} \
+                 AND {s}.ahead_of(e.namespace, e.key, e.id, e.kind, e.lim) IS NULL), \
                  gone AS (DELETE FROM {s}.entries WHERE id IN (SELECT id FROM head) \
                  RETURNING namespace, key, id), {} SELECT count(*) FROM told",
                 live("e"),

@@ -43,16 +43,6 @@ lock_core::conformance_tests!(
         loss_is_signalled_before_others_can_acquire,
         stalled_leader_is_replaced_after_ttl,
         watch_reports_expiry,
-        // Not built yet: read-write locks and semaphores.
-        cancelled_shared_requests_leave_nothing_behind,
-        lost_fires_for_read_locks_and_permits,
-        readers_share_and_writers_exclude,
-        releasing_a_permit_lets_one_waiter_in,
-        semaphore_limit_mismatch_is_an_error,
-        semaphore_never_exceeds_its_limit,
-        tokens_increase_across_read_and_write_guards,
-        vanished_permit_returns_after_ttl,
-        waiting_writer_is_not_overtaken_by_later_readers,
     ]
 );
 

@@ -2,7 +2,7 @@
 //! without its hold (deadline, error, dropped call) leaves the line, and
 //! gives back a hold its unanswered attempt may have taken, in the
 //! background ([`LeaveOnDrop`]). The clean-up counts as under way (see
-//! [`Leaving`](crate::leaving::Leaving)) until its first call has been
+//! [`Leaving`](lock_core::backend::Leaving)) until its first call has been
 //! answered.
 
 use std::sync::Arc;
@@ -15,9 +15,10 @@ use tokio::runtime::Handle;
 use crate::conn::ScriptCall;
 use crate::core::{RedisCore, WAITER_LIFE};
 use crate::keys::LockKeys;
-use crate::leaving::{object_of, Pending};
+use crate::leaving::object_of;
 use crate::retry::CleanupRetry;
 use crate::scripts::scripts;
+use lock_core::backend::Pending;
 
 /// Leaves the line (and gives back a hold taken meanwhile) in the
 /// background when dropped, unless [disarmed](Self::disarm); the clean-up

@@ -46,7 +46,7 @@ impl QueueMode {
 /// clean-up behind (out of the queue, and an owner-checked release), so
 /// a late execution on the server cannot leave an orphan hold or a
 /// phantom waiter. Waits first for the clean-ups of the same object
-/// still under way on `core` (see [`Leaving`](crate::leaving::Leaving)).
+/// still under way on `core` (see [`Leaving`](lock_core::backend::Leaving)).
 pub(crate) async fn attempt(
     core: &Arc<RedisCore>,
     keys: &LockKeys,

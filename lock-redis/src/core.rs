@@ -16,9 +16,9 @@ use crate::conn::Conn;
 use crate::counter::Counters;
 use crate::deadline::Timeouts;
 use crate::keys::LockKeys;
-use crate::leaving::Leaving;
 use crate::pubsub::Listener;
 use crate::renewal::Renewer;
+use lock_core::backend::Leaving;
 
 /// How long a queued waiter stays in line without renewing its place
 /// (see [`queue`](crate::queue)); the acquire script is told it, and the

@@ -9,7 +9,7 @@
 //! stores that can only "try" ([`acquire_with_retries`]), per-key wake-ups
 //! ([`WakeRegistry`]), [`Backoff`] policies for retrying transient errors,
 //! clean-up that survives a dropped future ([`CleanupOnDrop`],
-//! [`spawn_detached`]), the loss channel ([`loss_channel`]), a due-ordered
+//! [`spawn_detached`]) and the attempts that wait for it ([`Leaving`]), the loss channel ([`loss_channel`]), a due-ordered
 //! queue of delayed work ([`DueQueue`]), the margin a lease keeps for
 //! clock drift ([`clock_drift`]), and finding out why a connection failed
 //! ([`diagnose`]: the host, what failed and what to try, in words every
@@ -58,6 +58,7 @@ mod backoff;
 pub mod diagnose;
 mod due_queue;
 mod holder_data;
+mod leaving;
 mod spawn;
 mod store;
 mod wait;
@@ -80,6 +81,7 @@ pub use async_trait::async_trait;
 pub use backoff::{Backoff, Delays};
 pub use due_queue::DueQueue;
 pub use holder_data::{holder_data, holder_from_data};
+pub use leaving::{Leaving, Pending};
 pub(crate) use spawn::AcquisitionCleanups;
 pub use spawn::{spawn_cleanup, spawn_detached, CleanupOnDrop, ABANDONED_CLEANUP_GRACE};
 pub use store::Store;
