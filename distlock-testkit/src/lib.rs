@@ -1,14 +1,16 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
+pub mod child;
 mod cleanup;
 pub mod data_root;
 pub mod etcd;
 pub mod fencing;
 pub mod layout;
+#[cfg(feature = "tls")]
+pub mod pausable;
 pub mod pg_standby;
 pub mod pgbouncer;
-#[cfg(feature = "tls")]
 pub mod pki;
 pub mod ports;
 pub mod postgres;
@@ -36,6 +38,7 @@ pub mod zookeeper;
 
 pub use data_root::{data_root, keep_data_on_disk};
 pub use fencing::{FencedResource, StaleToken};
+pub use pausable::Pausable;
 pub use ports::{free_port, free_ports};
 pub use probe::ProbeFuture;
 pub use programs::{

@@ -298,6 +298,15 @@ impl PgServer {
         cluster_dir(self.server.context())
     }
 
+    /// The postmaster's child processes now (backends, background
+    /// workers), each its own process group.
+    pub(crate) fn processes(&self) -> Vec<u32> {
+        self.server
+            .pid()
+            .map(procfs::children_of)
+            .unwrap_or_default()
+    }
+
     /// Kills the whole server at once with `SIGKILL`, like a crash: the
     /// postmaster (frozen first, so it forks nothing new) and every child
     /// process (backends, checkpointer, WAL writer, ...; each in its own

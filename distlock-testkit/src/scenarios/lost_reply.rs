@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use lock_core::{LockError, Locker};
 
-use crate::{eventually, Server};
+use crate::{eventually, Pausable};
 
 /// How the caller gives up on the acquisition sent to the frozen server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,7 +51,7 @@ pub trait LostReplyStore {
 #[derive(Debug)]
 pub struct LostReply<'a> {
     /// The server to freeze: the lockers must talk to it alone.
-    pub server: &'a Server,
+    pub server: &'a dyn Pausable,
     /// How the caller gives up on the frozen server.
     pub give_up: GiveUp,
     /// The key the first locker takes and releases before the freeze, so

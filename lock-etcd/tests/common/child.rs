@@ -4,11 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use distlock_testkit::{
-    assert_not_before, signal_group, spawn_child, this_binary_running, FencedResource,
-};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::sync::mpsc;
+pub(crate) use distlock_testkit::child::TestChild as Child;
+use distlock_testkit::{assert_not_before, FencedResource};
 
 /// How long a child's 2 s lease, renewed every third of it, runs at
 /// least after the child is frozen.
@@ -28,66 +25,4 @@ pub(crate) fn successor_writes(
     assert_not_before(paused_at, LEASE_LEFT, "in after the pause, the lease alive");
     assert!(new > old, "{new} after {old}");
     resource.write(new, value).unwrap();
-}
-
-/// A child process and the lines it printed.
-pub(crate) struct Child {
-    child: std::process::Child,
-    pub(crate) lines: mpsc::UnboundedReceiver<String>,
-}
-
-impl Child {
-    /// Runs the ignored test `test` of this binary with `var=value` set.
-    pub(crate) async fn spawn(test: &str, var: &str, value: &str) -> Child {
-        let mut command = this_binary_running(test);
-        command
-            .env(var, value)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null());
-        let mut child = spawn_child(command).await.expect("spawn the child");
-        let stdout = tokio::process::ChildStdout::from_std(child.stdout.take().unwrap()).unwrap();
-        let (tx, lines) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                let _ = tx.send(line);
-            }
-        });
-        Child { child, lines }
-    }
-
-    /// The child's pid, which is also its process group.
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// The next line starting with `prefix` (others skipped), its rest.
-    pub(crate) async fn expect(&mut self, prefix: &str) -> String {
-        let found = tokio::time::timeout(Duration::from_secs(20), async {
-            while let Some(line) = self.lines.recv().await {
-                if let Some(rest) = line.strip_prefix(prefix) {
-                    return rest.trim().to_owned();
-                }
-            }
-            panic!("the child exited before printing {prefix}");
-        });
-        found
-            .await
-            .unwrap_or_else(|_| panic!("no {prefix} from the child"))
-    }
-
-    /// The next line, failing if none comes within `within`.
-    pub(crate) async fn next_line(&mut self, within: Duration) -> String {
-        tokio::time::timeout(within, self.lines.recv())
-            .await
-            .expect("the child went silent")
-            .expect("the child exited")
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = signal_group(self.child.id(), libc::SIGKILL);
-        let _ = self.child.wait();
-    }
 }
