@@ -10,6 +10,7 @@
 //! distlock [--url URL] check [--filter SUBSTR]
 //! distlock [--url URL] bench [--clients N] [--keys K] [--duration DUR] [--shared] [--json]
 //! distlock [--url URL] bench --hold N [--hold-for DUR] [--json]
+//! distlock [--url URL] schema   (PostgreSQL: the SQL of the store's tables for the URL's schema)
 //! distlock [--metrics-file PATH] ...   (any command: its lock metrics, written when it ends)
 //! ```
 //!
@@ -32,6 +33,7 @@ mod leader;
 mod metrics_out;
 mod output;
 mod run;
+mod schema;
 mod signals;
 mod status;
 mod supervise;
@@ -83,6 +85,7 @@ async fn run_command(store: &ChosenStore, command: Command) -> i32 {
         Command::Status(args) => status::status(store, args).await,
         Command::Check(args) => check::check(store, args).await,
         Command::Bench(args) => bench::bench(store, args).await,
+        Command::Schema => schema::schema(store),
     };
     result.unwrap_or_else(|failure| report(Some(store), failure))
 }
@@ -154,7 +157,7 @@ fn usage_line(rendered: &str, kind: clap::error::ErrorKind) -> String {
 
 /// The async runtime `command` runs on.
 ///
-/// `run`, `elect`, `leader` and `status` get a current-thread runtime:
+/// `run`, `elect`, `leader`, `status` and `schema` get a current-thread runtime:
 /// holding one lock and watching one child, or watching one lock, needs no
 /// more, and a store's reply then wakes no other thread. `bench` takes `--threads` (1: current thread; default:
 /// one worker per core, like most services). `check` uses one worker per
@@ -164,7 +167,8 @@ pub fn runtime_for(command: &cli::Command) -> std::io::Result<tokio::runtime::Ru
         cli::Command::Run(_)
         | cli::Command::Elect(_)
         | cli::Command::Leader(_)
-        | cli::Command::Status(_) => Some(1),
+        | cli::Command::Status(_)
+        | cli::Command::Schema => Some(1),
         cli::Command::Bench(args) => args.threads.map(usize::from),
         cli::Command::Check(_) => None,
     };

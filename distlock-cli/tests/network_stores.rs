@@ -1,17 +1,23 @@
-//! `distlock check` and `distlock run` on real Redis, etcd and ZooKeeper
-//! servers: the ones `distlock-testkit` starts, once per test binary, on
-//! free loopback ports (or the running servers `DISTLOCK_TEST_REDIS_URL`,
-//! `DISTLOCK_TEST_ETCD_URL` and `DISTLOCK_TEST_ZK_URL` name). A server
+//! `distlock check` and `distlock run` on real Redis, etcd, ZooKeeper and
+//! PostgreSQL servers: the ones `distlock-testkit` starts, once per test
+//! binary, on free loopback ports (or the running servers
+//! `DISTLOCK_TEST_REDIS_URL`, `DISTLOCK_TEST_ETCD_URL`,
+//! `DISTLOCK_TEST_ZK_URL` and `DISTLOCK_TEST_PG_URL` name). A server
 //! that cannot be started fails the test with the testkit's message
 //! saying what to install; it never passes silently.
 //!
 //! Each store's tests compile only with distlock-cli's cargo feature for
 //! it (the `distlock` binary under test is built with the same features):
-//! `cargo test -p distlock-cli` runs Redis and ZooKeeper, `--all-features`
-//! adds etcd. Every test uses a namespace of its own, so they share the
+//! `cargo test -p distlock-cli` runs Redis, ZooKeeper and PostgreSQL,
+//! `--all-features` adds etcd. Every test uses a namespace of its own, so they share the
 //! servers and run in parallel.
 
-#![cfg(any(feature = "redis", feature = "etcd", feature = "zookeeper"))]
+#![cfg(any(
+    feature = "redis",
+    feature = "etcd",
+    feature = "zookeeper",
+    feature = "postgres"
+))]
 
 mod common;
 
@@ -20,6 +26,8 @@ use distlock_testkit::with_query;
 
 #[cfg(feature = "etcd")]
 use common::etcd_url;
+#[cfg(feature = "postgres")]
+use common::postgres_url;
 #[cfg(feature = "redis")]
 use common::redis_url;
 #[cfg(feature = "zookeeper")]
@@ -85,9 +93,9 @@ macro_rules! network_store_tests {
     };
 }
 
-// The time left is the lock's lease on Redis and the session lease's on
-// etcd; a ZooKeeper lock lives as long as its session, which tells no
-// one else how long it has.
+// The time left is the lock's lease on Redis, the session lease's on
+// etcd and the session row's on PostgreSQL; a ZooKeeper lock lives as
+// long as its session, which tells no one else how long it has.
 network_store_tests!(on_redis, "redis", redis_url, "redis", true, redis_leftovers);
 network_store_tests!(on_etcd, "etcd", etcd_url, "etcd", true, etcd_leftovers);
 network_store_tests!(
@@ -97,6 +105,14 @@ network_store_tests!(
     "zookeeper",
     false,
     zk_leftovers
+);
+network_store_tests!(
+    on_postgres,
+    "postgres",
+    postgres_url,
+    "postgres",
+    true,
+    pg_leftovers
 );
 
 /// `host:port` of a test URL (`scheme://host:port[/path][?query]`).
@@ -158,6 +174,37 @@ async fn zk_leftovers(url: &str) -> Result<Vec<String>, String> {
         .into_iter()
         .filter(|c| c.starts_with("c-"))
         .collect())
+}
+
+/// The rows left in the test's own schema (the `schema` option of `url`)
+/// on the PostgreSQL server of `url`: every entry (`namespace/key`) and
+/// every session (`session <owner>`). The schema is dropped afterwards.
+#[cfg(feature = "postgres")]
+async fn pg_leftovers(url: &str) -> Result<Vec<String>, String> {
+    let (server, query) = url.split_once('?').unwrap_or((url, ""));
+    let schema = query
+        .split('&')
+        .find_map(|option| option.strip_prefix("schema="))
+        .ok_or_else(|| format!("no schema option in {url}"))?;
+    let (client, connection) = tokio_postgres::connect(server, tokio_postgres::NoTls)
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(connection);
+    let rows = client
+        .query(
+            &format!(
+                "SELECT namespace || '/' || key FROM \"{schema}\".entries \
+                 UNION ALL SELECT 'session ' || owner FROM \"{schema}\".sessions"
+            ),
+            &[],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    client
+        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
 }
 
 /// `distlock status k --json`, run by CMD while `run` holds `k` on `url`:

@@ -53,6 +53,14 @@ pub mod zookeeper {
     pub use lock_zookeeper::{DigestAuth, ZkConfig, ZkStore};
 }
 
+/// PostgreSQL (`postgres://`, `postgresql://`): the config, and the SQL
+/// of the layout for operators who create it themselves
+/// (`create_schema=false`).
+#[cfg(feature = "postgres")]
+pub mod postgres {
+    pub use lock_postgres::{schema_sql, PgConfig, PgStore, SchemaName, SslMode, DEFAULT_SCHEMA};
+}
+
 /// The environment variable [`from_env`] reads.
 pub const URL_ENV: &str = "DISTLOCK_URL";
 
@@ -194,6 +202,14 @@ mod tests {
                 "zks://127.0.0.1:2181?tls_cert_file=/c.pem",
                 Err("`tls_cert_file` and `tls_key_file` go together"),
             ),
+            (
+                "postgres://127.0.0.1:5432/app?colour=red",
+                Err("unknown option `colour` for postgres://"),
+            ),
+            (
+                "postgresql://app@127.0.0.1/app?schema=Bad-Name",
+                Err("option `schema`"),
+            ),
             ("consul://x", Err("unknown lock URL scheme `consul://`")),
             ("not a url", Err("expected SCHEME://")),
             ("mem//x", Err("expected SCHEME://")),
@@ -210,6 +226,24 @@ mod tests {
                     assert!(reason.contains(&part), "{url}: {reason}");
                 }
             }
+        }
+    }
+
+    /// With the `postgres` feature a PostgreSQL URL reaches the store's own
+    /// parser; without it, the error names the feature to enable.
+    #[tokio::test]
+    async fn postgres_urls_reach_the_store_or_name_its_feature() {
+        for url in [
+            "postgres://app@db.invalid/app?colour=red",
+            "postgresql://app@db.invalid/app?colour=red",
+        ] {
+            let reason = config_error(connect(url).await);
+            let expected = if cfg!(feature = "postgres") {
+                "unknown option `colour`"
+            } else {
+                "PostgreSQL locks are not compiled into this build: rebuild with the `postgres` feature"
+            };
+            assert!(reason.contains(expected), "{url}: {reason}");
         }
     }
 
@@ -239,6 +273,8 @@ mod tests {
             ("etcds", "etcd"),
             ("zk", "ZooKeeper"),
             ("zks", "ZooKeeper"),
+            ("postgres", "PostgreSQL"),
+            ("postgresql", "PostgreSQL"),
         ] {
             let entry = stores::store_for(scheme).unwrap();
             assert_eq!(entry.name, store, "{scheme}");

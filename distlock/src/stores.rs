@@ -72,13 +72,14 @@ macro_rules! optional_store {
 }
 
 /// Every store the facade knows, compiled in or not.
-pub(crate) fn stores() -> [StoreEntry; 5] {
+pub(crate) fn stores() -> [StoreEntry; 6] {
     [
         StoreEntry::compiled::<MemoryStore>(None),
         optional_store!("file", lock_file::FileStore, FILE),
         optional_store!("redis", lock_redis::RedisStore, REDIS),
         optional_store!("etcd", lock_etcd::EtcdStore, ETCD),
         optional_store!("zookeeper", lock_zookeeper::ZkStore, ZOOKEEPER),
+        optional_store!("postgres", lock_postgres::PgStore, POSTGRES),
     ]
 }
 

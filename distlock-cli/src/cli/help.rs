@@ -73,6 +73,17 @@ options. The URL's ttl sets the renewal rate. The kernel counts \
 write/writev/pwrite, not send/sendmsg; the Redis, etcd and ZooKeeper clients \
 write with the former.";
 
+/// `distlock schema --help`.
+pub(super) const SCHEMA_LONG_ABOUT: &str = "\
+Prints the SQL that creates the PostgreSQL store's layout (schema, tables, \
+indexes, functions and version row) in the schema the URL's `schema` option names \
+(default `distlock`): for operators who create it themselves, with a role allowed \
+to, and run distlock with create_schema=false. The text is the one the store runs \
+on first use; running it twice changes nothing. Nothing is sent to the server.
+
+Exits 2 naming the problem for a URL of another store, a bad URL or a bad schema \
+name.";
+
 /// The exit codes of `run` and `elect`.
 pub(super) const RUN_EXIT_CODES: &str = "Exit codes:\n  \
                   CMD's own   CMD's exit code (128+N if CMD died of signal N)\n  \

@@ -12,7 +12,9 @@ use clap::{Parser, Subcommand};
 
 pub use args::{BenchArgs, CheckArgs, CmdArgs, ElectArgs, LeaderArgs, OnLost, RunArgs, StatusArgs};
 pub use durations::Wait;
-use help::{BENCH_LONG_ABOUT, ELECT_LONG_ABOUT, LEADER_LONG_ABOUT, RUN_LONG_ABOUT};
+use help::{
+    BENCH_LONG_ABOUT, ELECT_LONG_ABOUT, LEADER_LONG_ABOUT, RUN_LONG_ABOUT, SCHEMA_LONG_ABOUT,
+};
 
 /// Run commands under a distributed lock, inspect locks, and check or
 /// benchmark a lock store.
@@ -31,7 +33,8 @@ use help::{BENCH_LONG_ABOUT, ELECT_LONG_ABOUT, LEADER_LONG_ABOUT, RUN_LONG_ABOUT
                   warning kept to `error`: DISTLOCK_LOG=warn shows them)."
 )]
 pub struct Cli {
-    /// Lock store URL: mem://, file:///dir, redis://, etcd://, zk://, ...
+    /// Lock store URL: mem://, file:///dir, redis://, etcd://, zk://,
+    /// postgres://, ...
     /// (options such as ?ttl=10s&namespace=app&wait=5s).
     #[arg(long, global = true, value_name = "URL")]
     pub url: Option<String>,
@@ -72,6 +75,10 @@ pub enum Command {
     /// (--hold) what holding many locks costs.
     #[command(long_about = BENCH_LONG_ABOUT)]
     Bench(BenchArgs),
+    /// Print the SQL that creates the PostgreSQL store's tables in the
+    /// URL's schema, for running it with create_schema=false.
+    #[command(long_about = SCHEMA_LONG_ABOUT)]
+    Schema,
 }
 
 /// Parses the command line. A duration option followed directly by `--`
@@ -154,6 +161,7 @@ mod tests {
             "{bench}"
         );
         assert!(bench.contains("--hold runs alone"), "{bench}");
+        assert!(long_about("schema").contains("create_schema=false"));
     }
 
     #[test]

@@ -371,6 +371,26 @@ pub fn etcd_url(test: &str, extra: &str) -> String {
     distlock_testkit::with_query(&base, &unique_options(test, extra))
 }
 
+/// The testkit's PostgreSQL server (or `DISTLOCK_TEST_PG_URL`'s), in a
+/// namespace and a schema (`schema=cli_…`) of this test's own, plus
+/// `extra` options.
+#[cfg(feature = "postgres")]
+pub fn postgres_url(test: &str, extra: &str) -> String {
+    let base = test_server(distlock_testkit::postgres::shared_postgres_url());
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    let schema = format!("cli_{test}_{}_{nanos:x}", std::process::id());
+    let options = unique_options(test, &format!("schema={schema}"));
+    let options = if extra.is_empty() {
+        options
+    } else {
+        format!("{options}&{extra}")
+    };
+    distlock_testkit::with_query(&base, &options)
+}
+
 /// The testkit's ZooKeeper server, in a namespace of this test's own, plus
 /// `extra` options.
 #[cfg(feature = "zookeeper")]
