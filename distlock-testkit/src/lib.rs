@@ -7,10 +7,10 @@ pub mod data_root;
 pub mod etcd;
 pub mod fencing;
 pub mod layout;
-#[cfg(feature = "tls")]
 pub mod pausable;
 pub mod pg_standby;
 pub mod pgbouncer;
+#[cfg(feature = "tls")]
 pub mod pki;
 pub mod ports;
 pub mod postgres;
@@ -38,7 +38,7 @@ pub mod zookeeper;
 
 pub use data_root::{data_root, keep_data_on_disk};
 pub use fencing::{FencedResource, StaleToken};
-pub use pausable::Pausable;
+pub use pausable::{Pausable, Restartable};
 pub use ports::{free_port, free_ports};
 pub use probe::ProbeFuture;
 pub use programs::{

@@ -1,7 +1,8 @@
-//! What a fault scenario can freeze and thaw: a test server, whatever
-//! processes it is made of.
+//! What a fault scenario can freeze and thaw, crash and start again: a
+//! test server, whatever processes it is made of.
 
 use std::fmt::Debug;
+use std::net::SocketAddr;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -53,5 +54,48 @@ impl Pausable for PgServer {
             resume_group(child).map_err(|e| format!("SIGCONT to {child}: {e}"))?;
         }
         self.server().resume()
+    }
+}
+
+/// A server a fault run can also crash and start again on its data.
+pub trait Restartable: Pausable + Send {
+    /// Where its clients connect.
+    fn addr(&self) -> SocketAddr;
+
+    /// Kills it at once, like a crash: every process it is made of.
+    fn crash(&self) -> PauseFuture<'_>;
+
+    /// Starts it again on the same port and data after
+    /// [`crash`](Self::crash), waiting until it serves clients.
+    fn start_again(&self) -> PauseFuture<'_>;
+}
+
+impl Restartable for Server {
+    fn addr(&self) -> SocketAddr {
+        Server::addr(self)
+    }
+
+    fn crash(&self) -> PauseFuture<'_> {
+        self.stop();
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn start_again(&self) -> PauseFuture<'_> {
+        Box::pin(Server::restart(self))
+    }
+}
+
+impl Restartable for PgServer {
+    fn addr(&self) -> SocketAddr {
+        self.server().addr()
+    }
+
+    fn crash(&self) -> PauseFuture<'_> {
+        Box::pin(PgServer::kill(self))
+    }
+
+    /// Crash recovery replays the WAL first.
+    fn start_again(&self) -> PauseFuture<'_> {
+        Box::pin(self.server().restart())
     }
 }

@@ -4,9 +4,14 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use distlock_testkit::pgbouncer::PgBouncer;
+use distlock_testkit::postgres::{PgServer, DATABASE, SUPERUSER};
 use distlock_testkit::redis_sentinel::{SentinelGroup, MASTER_NAME};
 use distlock_testkit::zookeeper::Ensemble;
-use distlock_testkit::{etcd, probe, redis, url::host_list, with_query, zookeeper, Server};
+use distlock_testkit::{
+    etcd, probe, redis, url::host_list, with_query, zookeeper, Restartable, Server,
+};
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use serde::Serialize;
 
 /// A store and the shape of its deployment.
@@ -33,11 +38,17 @@ pub enum Topology {
     ZkStandalone,
     /// A ZooKeeper ensemble of three servers.
     ZkEnsemble,
+    /// One PostgreSQL server (default settings: fsync and synchronous
+    /// commit on).
+    PgSingle,
+    /// One PostgreSQL server behind PgBouncer in transaction pooling
+    /// mode; notifications on a direct connection (`listen_url`).
+    PgBouncer,
 }
 
 impl Topology {
     /// Every topology, in the order runs go through them.
-    pub const ALL: [Topology; 10] = [
+    pub const ALL: [Topology; 12] = [
         Topology::File,
         Topology::RedisSingle,
         Topology::RedisAof,
@@ -48,6 +59,8 @@ impl Topology {
         Topology::EtcdCluster,
         Topology::ZkStandalone,
         Topology::ZkEnsemble,
+        Topology::PgSingle,
+        Topology::PgBouncer,
     ];
 
     /// The store's name, as in the URL scheme.
@@ -60,6 +73,7 @@ impl Topology {
             Topology::Redlock => "redlock",
             Topology::EtcdSingle | Topology::EtcdCluster => "etcd",
             Topology::ZkStandalone | Topology::ZkEnsemble => "zk",
+            Topology::PgSingle | Topology::PgBouncer => "postgres",
         }
     }
 
@@ -76,6 +90,8 @@ impl Topology {
             Topology::EtcdCluster => "3 members",
             Topology::ZkStandalone => "standalone",
             Topology::ZkEnsemble => "3 servers",
+            Topology::PgSingle => "1 server",
+            Topology::PgBouncer => "1 server behind PgBouncer",
         }
     }
 
@@ -120,11 +136,22 @@ pub struct Deployment {
     /// What it is.
     pub topology: Topology,
     /// Its servers (empty for files; for Sentinel the master, the
-    /// replica, then the three sentinels).
-    pub servers: Vec<Server>,
+    /// replica, then the three sentinels; for PgBouncer the bouncer, then
+    /// the server).
+    pub servers: Vec<Box<dyn Restartable>>,
     /// Where clients connect, one address per server.
     pub client_addrs: Vec<SocketAddr>,
     dir: Option<tempfile::TempDir>,
+    /// PostgreSQL's superuser password and, behind PgBouncer, the
+    /// server's own URL for the LISTEN connection.
+    postgres: Option<PgAccess>,
+}
+
+/// How clients log in to a PostgreSQL deployment.
+#[derive(Debug)]
+struct PgAccess {
+    password: String,
+    listen_url: Option<String>,
 }
 
 impl Deployment {
@@ -156,6 +183,9 @@ impl Deployment {
                 ensemble_addrs = ensemble.client_addrs();
                 ensemble.members
             }
+            Topology::PgSingle | Topology::PgBouncer => {
+                return Self::start_postgres(topology).await;
+            }
         };
         let client_addrs = if ensemble_addrs.is_empty() {
             servers.iter().map(Server::addr).collect()
@@ -164,9 +194,37 @@ impl Deployment {
         };
         Ok(Self {
             topology,
-            servers,
+            servers: servers.into_iter().map(boxed).collect(),
             client_addrs,
             dir,
+            postgres: None,
+        })
+    }
+
+    /// Starts a PostgreSQL topology: the server, and PgBouncer in front.
+    async fn start_postgres(topology: Topology) -> Result<Self, String> {
+        let server = PgServer::start("torture-postgres").await?;
+        let password = server.password().to_owned();
+        let (servers, listen_url): (Vec<Box<dyn Restartable>>, _) = match topology {
+            Topology::PgBouncer => {
+                let bouncer = PgBouncer::start(&server).await?;
+                let listen = utf8_percent_encode(&server.url(), NON_ALPHANUMERIC).to_string();
+                let bouncer = boxed(bouncer.into_server());
+                (vec![bouncer, Box::new(server)], Some(listen))
+            }
+            _ => (vec![Box::new(server)], None),
+        };
+        // Clients connect to the first: the bouncer, or the server.
+        let client_addrs = vec![servers[0].addr()];
+        Ok(Self {
+            topology,
+            servers,
+            client_addrs,
+            dir: None,
+            postgres: Some(PgAccess {
+                password,
+                listen_url,
+            }),
         })
     }
 
@@ -196,9 +254,26 @@ impl Deployment {
                 with_query(&format!("etcd://{hosts}"), etcd::TEST_TIMEOUTS)
             }
             Topology::ZkStandalone | Topology::ZkEnsemble => format!("zk://{hosts}/torture"),
+            Topology::PgSingle | Topology::PgBouncer => self.postgres_url(&hosts),
         };
         let ttl = humantime::format_duration(ttl);
         with_query(&base, &format!("namespace={namespace}&ttl={ttl}"))
+    }
+
+    /// A `postgres://` URL on `hosts` as the superuser, with the LISTEN
+    /// connection's URL behind PgBouncer.
+    fn postgres_url(&self, hosts: &str) -> String {
+        let Some(access) = &self.postgres else {
+            return String::new();
+        };
+        let url = format!(
+            "postgres://{SUPERUSER}:{}@{hosts}/{DATABASE}?response_timeout=2s",
+            access.password
+        );
+        match &access.listen_url {
+            Some(listen) => with_query(&url, &format!("listen_url={listen}")),
+            None => url,
+        }
     }
 
     /// The server currently leading: the etcd leader, the ZooKeeper
@@ -221,4 +296,9 @@ impl Deployment {
         // Several Redis masters: any of them leads its slots.
         (!found.is_empty()).then(|| found[fastrand::usize(..found.len())])
     }
+}
+
+/// A plain server as the deployment keeps it.
+fn boxed(server: Server) -> Box<dyn Restartable> {
+    Box::new(server)
 }

@@ -85,10 +85,10 @@ impl Nemesis<'_> {
     async fn kill_server(&self) -> Result<(), String> {
         let index = self.any_server();
         let server = &self.deployment.servers[index];
-        server.stop();
+        server.crash().await?;
         self.register.note(&format!("server {index} killed"));
         sleep(self.ttl / 2).await;
-        server.restart().await?;
+        server.start_again().await?;
         self.register.note(&format!("server {index} restarted"));
         Ok(())
     }
@@ -152,7 +152,7 @@ impl Nemesis<'_> {
             None => self.any_server(),
         };
         let server = &self.deployment.servers[index];
-        server.stop();
+        server.crash().await?;
         self.register.note(&format!("member {index} killed"));
         let down = match self.deployment.topology {
             Topology::RedisCluster => CLUSTER_FAILOVER_WAIT,
@@ -160,7 +160,7 @@ impl Nemesis<'_> {
             _ => self.past_ttl(),
         };
         sleep(down).await;
-        server.restart().await?;
+        server.start_again().await?;
         self.register.note(&format!("member {index} restarted"));
         Ok(())
     }

@@ -37,7 +37,7 @@ enum Command {
 #[derive(Debug, Args)]
 struct Selection {
     /// Only these stores (URL schemes: file, redis, redis+cluster,
-    /// redis+sentinel, redlock, etcd, zk); repeat or separate with commas.
+    /// redis+sentinel, redlock, etcd, zk, postgres); repeat or separate with commas.
     #[arg(long, value_delimiter = ',')]
     store: Vec<String>,
     /// Only these topologies; repeat or separate with commas.
