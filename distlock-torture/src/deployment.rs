@@ -4,6 +4,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use distlock_testkit::pg_standby::{Replication, StreamingPair};
 use distlock_testkit::pgbouncer::PgBouncer;
 use distlock_testkit::postgres::{PgServer, DATABASE, SUPERUSER};
 use distlock_testkit::redis_sentinel::{SentinelGroup, MASTER_NAME};
@@ -44,11 +45,15 @@ pub enum Topology {
     /// One PostgreSQL server behind PgBouncer in transaction pooling
     /// mode; notifications on a direct connection (`listen_url`).
     PgBouncer,
+    /// A PostgreSQL primary with a synchronous streaming standby; its
+    /// member kill is a failover (the primary killed, the standby
+    /// promoted), once per run.
+    PgSyncStandby,
 }
 
 impl Topology {
     /// Every topology, in the order runs go through them.
-    pub const ALL: [Topology; 12] = [
+    pub const ALL: [Topology; 13] = [
         Topology::File,
         Topology::RedisSingle,
         Topology::RedisAof,
@@ -61,6 +66,7 @@ impl Topology {
         Topology::ZkEnsemble,
         Topology::PgSingle,
         Topology::PgBouncer,
+        Topology::PgSyncStandby,
     ];
 
     /// The store's name, as in the URL scheme.
@@ -73,7 +79,7 @@ impl Topology {
             Topology::Redlock => "redlock",
             Topology::EtcdSingle | Topology::EtcdCluster => "etcd",
             Topology::ZkStandalone | Topology::ZkEnsemble => "zk",
-            Topology::PgSingle | Topology::PgBouncer => "postgres",
+            Topology::PgSingle | Topology::PgBouncer | Topology::PgSyncStandby => "postgres",
         }
     }
 
@@ -92,6 +98,7 @@ impl Topology {
             Topology::ZkEnsemble => "3 servers",
             Topology::PgSingle => "1 server",
             Topology::PgBouncer => "1 server behind PgBouncer",
+            Topology::PgSyncStandby => "primary + synchronous standby",
         }
     }
 
@@ -106,9 +113,11 @@ impl Topology {
         )
     }
 
-    /// Whether it has servers to kill or pause.
+    /// Whether it has servers to kill or pause. A primary with a
+    /// standby is failed over instead (a primary restarted after its
+    /// standby was promoted would be a second primary).
     pub fn has_servers(self) -> bool {
-        self != Topology::File
+        !matches!(self, Topology::File | Topology::PgSyncStandby)
     }
 
     /// Whether losing one server is survivable by design (a member of a
@@ -120,6 +129,7 @@ impl Topology {
                 | Topology::RedisSentinel
                 | Topology::EtcdCluster
                 | Topology::ZkEnsemble
+                | Topology::PgSyncStandby
         )
     }
 }
@@ -145,6 +155,11 @@ pub struct Deployment {
     /// PostgreSQL's superuser password and, behind PgBouncer, the
     /// server's own URL for the LISTEN connection.
     postgres: Option<PgAccess>,
+    /// The primary and standby of [`Topology::PgSyncStandby`], until its
+    /// failover.
+    pair: tokio::sync::Mutex<Option<StreamingPair>>,
+    /// The promoted standby, after the failover.
+    promoted: std::sync::Mutex<Option<PgServer>>,
 }
 
 /// How clients log in to a PostgreSQL deployment.
@@ -183,7 +198,7 @@ impl Deployment {
                 ensemble_addrs = ensemble.client_addrs();
                 ensemble.members
             }
-            Topology::PgSingle | Topology::PgBouncer => {
+            Topology::PgSingle | Topology::PgBouncer | Topology::PgSyncStandby => {
                 return Self::start_postgres(topology).await;
             }
         };
@@ -198,11 +213,16 @@ impl Deployment {
             client_addrs,
             dir,
             postgres: None,
+            pair: Default::default(),
+            promoted: Default::default(),
         })
     }
 
     /// Starts a PostgreSQL topology: the server, and PgBouncer in front.
     async fn start_postgres(topology: Topology) -> Result<Self, String> {
+        if topology == Topology::PgSyncStandby {
+            return Self::start_pair().await;
+        }
         let server = PgServer::start("torture-postgres").await?;
         let password = server.password().to_owned();
         let (servers, listen_url): (Vec<Box<dyn Restartable>>, _) = match topology {
@@ -225,7 +245,47 @@ impl Deployment {
                 password,
                 listen_url,
             }),
+            pair: Default::default(),
+            promoted: Default::default(),
         })
+    }
+
+    /// Starts a primary with a synchronous standby; clients list both
+    /// and use whichever accepts writes.
+    async fn start_pair() -> Result<Self, String> {
+        let pair = StreamingPair::start(Replication::Synchronous).await?;
+        let client_addrs = vec![pair.primary.server().addr(), pair.standby.server().addr()];
+        let password = pair.primary.password().to_owned();
+        Ok(Self {
+            topology: Topology::PgSyncStandby,
+            servers: Vec::new(),
+            client_addrs,
+            dir: None,
+            postgres: Some(PgAccess {
+                password,
+                listen_url: None,
+            }),
+            pair: tokio::sync::Mutex::new(Some(pair)),
+            promoted: Default::default(),
+        })
+    }
+
+    /// Fails a primary with a standby over: kills the primary and
+    /// promotes the standby. False when there is nothing (left) to fail
+    /// over to.
+    pub async fn fail_over(&self) -> Result<bool, String> {
+        let mut pair = self.pair.lock().await;
+        let Some(current) = pair.take() else {
+            return Ok(false);
+        };
+        current.primary.kill().await?;
+        current.promote().await?;
+        let StreamingPair { standby, .. } = current;
+        *self
+            .promoted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(standby);
+        Ok(true)
     }
 
     /// The URL of this deployment for a client that connects to `addrs`
@@ -254,7 +314,9 @@ impl Deployment {
                 with_query(&format!("etcd://{hosts}"), etcd::TEST_TIMEOUTS)
             }
             Topology::ZkStandalone | Topology::ZkEnsemble => format!("zk://{hosts}/torture"),
-            Topology::PgSingle | Topology::PgBouncer => self.postgres_url(&hosts),
+            Topology::PgSingle | Topology::PgBouncer | Topology::PgSyncStandby => {
+                self.postgres_url(&hosts)
+            }
         };
         let ttl = humantime::format_duration(ttl);
         with_query(&base, &format!("namespace={namespace}&ttl={ttl}"))

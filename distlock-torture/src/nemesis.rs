@@ -35,7 +35,8 @@ pub struct Nemesis<'a> {
 
 impl Nemesis<'_> {
     /// Injects `fault` and heals it; `Ok(false)` when there was nothing
-    /// to inject it into (no client process held a lock in time).
+    /// to inject it into (no client process held a lock in time, no
+    /// standby left to fail over to).
     pub async fn inject(&mut self, fault: Fault) -> Result<bool, String> {
         match fault {
             Fault::HolderPause => self.freeze_holder().await,
@@ -44,8 +45,22 @@ impl Nemesis<'_> {
             Fault::ServerPause => self.freeze_server().await.map(|()| true),
             Fault::Partition => self.cut_off_client().await.map(|()| true),
             Fault::Latency => self.slow_down().await.map(|()| true),
+            Fault::MemberKill if self.deployment.topology == Topology::PgSyncStandby => {
+                self.fail_over().await
+            }
             Fault::MemberKill => self.kill_leader().await.map(|()| true),
         }
+    }
+
+    /// Kills the primary and promotes its standby, once per run;
+    /// `Ok(false)` after that (nothing left to fail over to).
+    async fn fail_over(&self) -> Result<bool, String> {
+        let done = self.deployment.fail_over().await?;
+        if done {
+            self.register.note("failover: primary killed, standby promoted");
+            sleep(self.past_ttl()).await;
+        }
+        Ok(done)
     }
 
     /// Long enough for a lease to run out: two ttls.
