@@ -2,8 +2,8 @@
 //! test server, whatever processes it is made of.
 
 use std::fmt::Debug;
-use std::net::SocketAddr;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 
 use crate::postgres::PgServer;

@@ -57,7 +57,8 @@ impl Nemesis<'_> {
     async fn fail_over(&self) -> Result<bool, String> {
         let done = self.deployment.fail_over().await?;
         if done {
-            self.register.note("failover: primary killed, standby promoted");
+            self.register
+                .note("failover: primary killed, standby promoted");
             sleep(self.past_ttl()).await;
         }
         Ok(done)

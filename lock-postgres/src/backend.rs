@@ -21,7 +21,7 @@ use crate::core::PgCore;
 use crate::errors::pool_error;
 use crate::listen::{Subscription, WokenBy, WATCHER};
 use crate::statements::{EXCLUSIVE, PERMIT, READ};
-use crate::{connect, schema};
+use crate::{connect, diagnosis, schema};
 
 /// Locks in a PostgreSQL database. See the crate docs for the layout and
 /// its guarantees.
@@ -36,13 +36,18 @@ impl PgBackend {
     /// Connects to the database `config` describes and makes sure the
     /// store's tables exist (creating them unless `create_schema=false`).
     ///
-    /// Errors: an unreachable server is [`LockError::Unavailable`];
+    /// Errors: an unreachable server is [`LockError::Unavailable`] naming
+    /// the host, what failed and what to try (a port where no server
+    /// listens, or another kind of server, is told apart);
     /// refused credentials [`LockError::PermissionDenied`]; a missing
     /// table with `create_schema=false`, a newer layout or an unsupported
     /// `sslmode` [`LockError::InvalidConfig`].
     pub async fn connect(config: PgConfig) -> Result<Self, LockError> {
         let pool = connect::pool(&config)?;
-        let client = pool.get().await.map_err(pool_error)?;
+        let client = match pool.get().await {
+            Ok(client) => client,
+            Err(error) => return Err(diagnosis::explain(&config, pool_error(error)).await),
+        };
         schema::ensure(&client, &config.schema, config.create_schema).await?;
         drop(client);
         Ok(Self {

@@ -11,6 +11,7 @@ mod channel;
 mod config;
 mod connect;
 mod core;
+mod diagnosis;
 mod errors;
 mod held;
 mod listen;
