@@ -8,6 +8,7 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use distlock_testkit::postgres::shared_postgres;
 use distlock_testkit::redis::{shared_cluster_url, shared_redis_url, shared_redlock_servers};
 use distlock_testkit::redis_sentinel::{shared_sentinel_group, MASTER_NAME};
 use distlock_testkit::zookeeper::{shared_standalone, zk_url};
@@ -233,4 +234,47 @@ async fn zookeeper_passwords_never_show() {
         "{good} took no lock: {}",
         said[0]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_passwords_never_show() {
+    let password = canary();
+    let server = shared_postgres().await.unwrap();
+    // psql logs nothing here; the role may create the store's schema.
+    server
+        .psql(&format!(
+            "CREATE ROLE canary LOGIN PASSWORD '{password}'; \
+             GRANT CREATE ON DATABASE postgres TO canary"
+        ))
+        .await
+        .unwrap();
+    let addr = server.server().addr();
+    let quick = "connect_timeout=1s&response_timeout=1s&schema=canary_locks";
+    let nowhere = format!("postgres://canary:{password}@127.0.0.1:1/postgres");
+    let urls = [
+        // Accepted: a lock is taken and released with it.
+        format!("postgres://canary:{password}@{addr}/postgres?{quick}"),
+        format!("postgresql://{addr}/postgres?user=canary&password={password}&{quick}"),
+        // Refused: another user's name with the canary.
+        format!("postgres://nobody:{password}@{addr}/postgres?{quick}"),
+        // Nothing there, for the locks or for the LISTEN connection alone.
+        format!("{nowhere}?{quick}"),
+        format!(
+            "postgres://canary:{password}@{addr}/postgres?{quick}&listen_url={}",
+            nowhere
+                .replace(':', "%3A")
+                .replace('/', "%2F")
+                .replace('@', "%40")
+        ),
+    ];
+    let said = never_shown(&password, &urls).await;
+    for (url, text) in urls.iter().zip(&said).take(2) {
+        assert!(text.contains("LockGuard"), "{url} took no lock: {text}");
+    }
+    for refused in &said[2..4] {
+        assert!(
+            !refused.contains("LockGuard"),
+            "a refused login took a lock"
+        );
+    }
 }

@@ -2,7 +2,7 @@
 //! testkit's `layout` says their locks are:
 //!
 //! - queue order on the stores whose waiters form a FIFO queue (Redis,
-//!   Redis Cluster, etcd, ZooKeeper): waiters give up in the middle of the
+//!   Redis Cluster, etcd, ZooKeeper, PostgreSQL): waiters give up in the middle of the
 //!   queue, and the others are handed the lock one at a time, in queue
 //!   order (see `conformance_tests::queue`);
 //! - the layout itself: a lock on a key with braces, `%`, levels,
@@ -213,6 +213,62 @@ mod zookeeper {
                 let listed = children(&raw, &zk_lock_dir(BASE, &name)).await;
                 zk_contenders(&listed).len() == 1
             }
+        })
+        .await;
+    }
+}
+
+mod postgres {
+    use super::*;
+    use std::sync::Arc;
+
+    use distlock_testkit::postgres::shared_postgres_url;
+    use distlock_testkit::with_query;
+    use tokio_postgres::{Client, NoTls};
+
+    /// A raw connection to the server of `url` (options stripped).
+    async fn raw_client(url: &str) -> Arc<Client> {
+        let server = url.split('?').next().unwrap_or(url);
+        let (client, connection) = tokio_postgres::connect(server, NoTls).await.unwrap();
+        tokio::spawn(connection);
+        Arc::new(client)
+    }
+
+    /// The ids of `name`'s entries, the holder's and the waiters', in
+    /// queue order, from the store's table in its default schema.
+    async fn entries(raw: &Client, name: &LockName) -> Vec<String> {
+        let rows = raw
+            .query(
+                "SELECT id::text FROM distlock.entries \
+                 WHERE namespace = $1 AND key = $2 ORDER BY id",
+                &[&name.namespace().as_str(), &name.key().as_str()],
+            )
+            .await
+            .unwrap();
+        rows.iter().map(|row| row.get(0)).collect()
+    }
+
+    async fn check(namespace: &str, shape: Shape) {
+        let base = shared_postgres_url().await.expect("PostgreSQL test server");
+        let url = with_query(&base, &format!("ttl=10s&namespace={namespace}"));
+        let raw = raw_client(&base).await;
+        let queued = |holder: Locker| {
+            let raw = Arc::clone(&raw);
+            async move { entries(&raw, &holder.name(QUEUE_KEY).unwrap()).await }
+        };
+        check_queue(|| connect(&url), queued, shape).await;
+    }
+
+    conformance_tests::queue_order_tests!("pgq", check);
+
+    #[tokio::test]
+    async fn the_layout_finds_the_holders_entry() {
+        let base = shared_postgres_url().await.expect("PostgreSQL test server");
+        let locker = connect(&with_query(&base, "namespace=layout&ttl=10s")).await;
+        let raw = raw_client(&base).await;
+        check_layout(&locker, |name| {
+            let raw = Arc::clone(&raw);
+            async move { entries(&raw, &name).await.len() == 1 }
         })
         .await;
     }

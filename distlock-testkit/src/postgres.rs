@@ -26,6 +26,11 @@ use crate::{ServerContext, PG_URL_VAR};
 
 /// PostgreSQL's port when a URL names none.
 pub const DEFAULT_PORT: u16 = 5432;
+/// URL options that make a locker fail within seconds on an unreachable
+/// server, yet leave room for the logins of the conformance suite's 40
+/// lockers at once (each with its pool) on a busy machine: with 1 s to
+/// connect, a pooled connection was sometimes not made in time.
+pub const TEST_TIMEOUTS: &str = "connect_timeout=3s&response_timeout=3s";
 /// The superuser every test server is created with.
 pub const SUPERUSER: &str = "distlock";
 /// The database the URLs name (created by `initdb`).

@@ -2,10 +2,12 @@
 
 use std::fmt;
 
-use percent_encoding::percent_decode_str;
+use percent_encoding::{percent_decode_str, utf8_percent_encode, NON_ALPHANUMERIC};
 
 /// A lock URL fit for messages: its user info and the value of every
-/// `password` option (or `<something>_password`) replaced by `***`, and the secrets it hid, so that
+/// `password` option (or `<something>_password`) replaced by `***`, the
+/// same done inside every option whose value is a URL (PostgreSQL's
+/// `listen_url`), and the secrets it hid, so that
 /// messages quoting them (a client library's error, say) can be
 /// [scrubbed](Redacted::scrub) too.
 ///
@@ -21,13 +23,17 @@ pub struct Redacted {
 ///
 /// Everything between `://` and the last `@` is replaced by `***` (it may
 /// be a password, or a token used as a user name), and so is the value of
-/// every `password` (or `…_password`) query option.
+/// every `password` (or `…_password`) query option. An option whose value,
+/// percent-decoded, is itself a URL (`…://…`) is shown redacted the same
+/// way, percent-encoded again.
 ///
 /// ```
 /// use lock_core::url::redact;
 /// let shown = redact("redlock://u:s3cret@a:1,b:2/?ttl=1s&password=p");
 /// assert_eq!(shown.to_string(), "redlock://***@a:1,b:2/?ttl=1s&password=***");
 /// assert_eq!(shown.scrub("AUTH u s3cret failed"), "AUTH u *** failed");
+/// let nested = redact("postgres://h/db?listen_url=postgres%3A%2F%2Fu%3Apw%40h2%2Fdb");
+/// assert_eq!(nested.to_string(), "postgres://h/db?listen_url=postgres%3A%2F%2F%2A%2A%2A%40h2%2Fdb");
 /// ```
 pub fn redact(url: &str) -> Redacted {
     let (without_options, mut secrets) = mask_password_options(url);
@@ -101,10 +107,29 @@ fn mask_password_options(url: &str) -> (String, Vec<String>) {
                 passwords.push(value.to_owned());
                 format!("{name}=***")
             }
-            _ => pair.to_owned(),
+            Some((name, value)) => match redact_nested(value) {
+                Some(nested) => {
+                    passwords.extend(nested.secrets);
+                    let shown = utf8_percent_encode(&nested.shown, NON_ALPHANUMERIC);
+                    format!("{name}={shown}")
+                }
+                None => pair.to_owned(),
+            },
+            None => pair.to_owned(),
         })
         .collect();
     (format!("{head}{}{fragment}", pairs.join("&")), passwords)
+}
+
+/// The redacted form of an option value that is a URL once
+/// percent-decoded, if it hides anything; `None` for any other value.
+fn redact_nested(value: &str) -> Option<Redacted> {
+    let decoded = decode_form(value);
+    if !decoded.contains("://") {
+        return None;
+    }
+    let nested = redact(&decoded);
+    (!nested.secrets.is_empty()).then_some(nested)
 }
 
 /// `password` and every option named `<something>_password` (such as
@@ -146,6 +171,36 @@ mod tests {
         ] {
             assert_eq!(redact(url).as_str(), shown, "{url}");
         }
+    }
+
+    #[test]
+    fn urls_in_option_values_are_masked_too() {
+        let url = redact(
+            "postgres://h/db?listen_url=postgres%3A%2F%2Fu%3As3cret%40h2%2Fdb%3Fpassword%3Dt%2526wo&ttl=1s",
+        );
+        let shown = url.to_string();
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("t%2526wo"),
+            "{shown}"
+        );
+        assert!(shown.ends_with("&ttl=1s"), "{shown}");
+        let decoded = decode_form(&shown);
+        assert!(
+            decoded.contains("listen_url=postgres://***@h2/db?password=***&ttl=1s"),
+            "{decoded}"
+        );
+        assert_eq!(url.scrub("s3cret t&wo t%26wo"), "*** *** ***");
+        // Written without percent-encoding, its options are split at `&`
+        // but its own `password=` is still found.
+        let raw = redact("postgres://u:s3cret@h/db?listen_url=postgres://h2/db?password=two");
+        assert_eq!(
+            raw.as_str(),
+            "postgres://***@h/db?listen_url=postgres%3A%2F%2Fh2%2Fdb%3Fpassword%3D%2A%2A%2A"
+        );
+        assert_eq!(raw.scrub("s3cret two"), "*** ***");
+        // A URL value without credentials is left as written.
+        let plain = "postgres://h/db?listen_url=postgres%3A%2F%2Fh2%2Fdb";
+        assert_eq!(redact(plain).as_str(), plain);
     }
 
     #[test]
