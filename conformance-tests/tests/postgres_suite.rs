@@ -8,8 +8,7 @@
 //! server stays up).
 //!
 //! A hold lives as long as its locker's session row, which the locker
-//! renews as a whole (no `per_lock_expiry`). Read-write locks and
-//! semaphores run as soon as the store declares them.
+//! renews as a whole (no `per_lock_expiry`).
 
 #[macro_use]
 mod common;
@@ -47,12 +46,10 @@ async fn pgbouncer_factory() -> StoreFactory {
 conformance_tests_lacking!(
     postgres,
     postgres_factory,
-    [per_lock_expiry],
-    until_declared: [shared_locks, semaphores]
+    [per_lock_expiry]
 );
 conformance_tests_lacking!(
     postgres_pgbouncer,
     pgbouncer_factory,
-    [per_lock_expiry],
-    until_declared: [shared_locks, semaphores]
+    [per_lock_expiry]
 );

@@ -1,14 +1,13 @@
 //! Through PgBouncer in transaction mode (the testkit's, in front of a
-//! server it spawns): the conformance suite with `listen_url` naming the
-//! server itself, and without `listen_url` waits that end at the periodic
-//! re-check, said once in the log (per locker).
+//! server it spawns): without `listen_url`, waits end at the periodic
+//! re-check, said once in the log (per locker). (The conformance suite
+//! runs through PgBouncer, with `listen_url`, in conformance-tests.)
 
 mod common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::factory::PgFactory;
 use common::unique;
 use distlock_testkit::pgbouncer::{shared_pgbouncer, PgBouncer};
 use distlock_testkit::postgres::{shared_postgres, PgServer};
@@ -16,7 +15,6 @@ use distlock_testkit::with_query;
 use lock_core::open::open_store;
 use lock_core::Locker;
 use lock_postgres::PgStore;
-use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use tokio_postgres::NoTls;
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -27,24 +25,6 @@ async fn bouncer() -> (&'static PgBouncer, &'static PgServer) {
     let server = shared_postgres().await.expect("PostgreSQL for the tests");
     (bouncer, server)
 }
-
-async fn bouncer_factory() -> PgFactory {
-    let (bouncer, server) = bouncer().await;
-    let listen = utf8_percent_encode(&server.url(), NON_ALPHANUMERIC).to_string();
-    PgFactory::new(with_query(&bouncer.url(), &format!("listen_url={listen}")))
-}
-
-lock_core::conformance_tests!(
-    pgbouncer,
-    bouncer_factory,
-    not_applicable: [
-        // By design: a hold lives as long as its locker's session.
-        abandoned_lock_is_freed_after_ttl,
-        loss_is_signalled_before_others_can_acquire,
-        stalled_leader_is_replaced_after_ttl,
-        watch_reports_expiry,
-    ]
-);
 
 /// Records the store's warnings that name `listen_url`.
 #[derive(Clone, Default)]

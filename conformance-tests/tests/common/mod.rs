@@ -19,79 +19,33 @@ use distlock_testkit::with_query;
 ///   addresses the servers announce (Cluster nodes, Sentinels naming the
 ///   master) and cannot be kept behind a fault proxy; the single-instance
 ///   suite covers the connection handling, which is the same.
-///
-/// After the list, `until_declared: [...]` names primitives the store may
-/// not have yet, `shared_locks` (read-write locks) and `semaphores`: their
-/// cases are pinned from the capabilities the store declares when the
-/// test runs, not listed here, so they start running (and must pass) the
-/// day the store declares the capability.
 macro_rules! conformance_tests_lacking {
     ($module:ident, $factory:ident, [$($lacks:ident),+]) => {
-        conformance_tests_lacking!(@cases $module, $factory, [$($lacks)+], [], [], []);
+        conformance_tests_lacking!(@cases $module, $factory, [$($lacks)+], []);
     };
-    ($module:ident, $factory:ident, [$($lacks:ident),+], until_declared: [$($capability:ident),+]) => {
-        conformance_tests_lacking!(
-            @cases $module, $factory, [$($lacks)+], [], [$($capability)+], []
-        );
+    (@cases $module:ident, $factory:ident, [], [$($case:ident)*]) => {
+        lock_core::conformance_tests!($module, $factory, not_applicable: [$($case),*]);
     };
-    (@cases $module:ident, $factory:ident, [], [$($case:ident)*], [], [$($without:tt)*]) => {
-        lock_core::conformance_tests!(
-            $module,
-            $factory,
-            not_applicable: [$($case),*],
-            not_applicable_without: [$($without)*]
-        );
-    };
-    (@cases $module:ident, $factory:ident, [], [$($case:ident)*],
-     [shared_locks $($rest:ident)*], [$($without:tt)*]) => {
-        conformance_tests_lacking!(@cases $module, $factory, [], [$($case)*], [$($rest)*], [
-            $($without)*
-            shared_locks: [
-                readers_share_and_writers_exclude,
-                waiting_writer_is_not_overtaken_by_later_readers,
-                tokens_increase_across_read_and_write_guards,
-                cancelled_shared_requests_leave_nothing_behind,
-                lost_fires_for_read_locks_and_permits,
-            ],
-        ]);
-    };
-    (@cases $module:ident, $factory:ident, [], [$($case:ident)*],
-     [semaphores $($rest:ident)*], [$($without:tt)*]) => {
-        conformance_tests_lacking!(@cases $module, $factory, [], [$($case)*], [$($rest)*], [
-            $($without)*
-            semaphores: [
-                semaphore_never_exceeds_its_limit,
-                semaphore_limit_mismatch_is_an_error,
-                vanished_permit_returns_after_ttl,
-                releasing_a_permit_lets_one_waiter_in,
-                cancelled_shared_requests_leave_nothing_behind,
-                lost_fires_for_read_locks_and_permits,
-            ],
-        ]);
-    };
-    (@cases $module:ident, $factory:ident, [per_lock_expiry $($rest:ident)*], [$($case:ident)*],
-     $capabilities:tt, $without:tt) => {
+    (@cases $module:ident, $factory:ident, [per_lock_expiry $($rest:ident)*], [$($case:ident)*]) => {
         conformance_tests_lacking!(@cases $module, $factory, [$($rest)*], [$($case)*
             abandoned_lock_is_freed_after_ttl
             loss_is_signalled_before_others_can_acquire
             stalled_leader_is_replaced_after_ttl
             watch_reports_expiry
-        ], $capabilities, $without);
+        ]);
     };
-    (@cases $module:ident, $factory:ident, [leases $($rest:ident)*], [$($case:ident)*],
-     $capabilities:tt, $without:tt) => {
+    (@cases $module:ident, $factory:ident, [leases $($rest:ident)*], [$($case:ident)*]) => {
         conformance_tests_lacking!(@cases $module, $factory, [$($rest)*], [$($case)*
             tokens_increase_across_expiry
             lost_fires_for_read_locks_and_permits
             vanished_permit_returns_after_ttl
-        ], $capabilities, $without);
+        ]);
     };
-    (@cases $module:ident, $factory:ident, [outages $($rest:ident)*], [$($case:ident)*],
-     $capabilities:tt, $without:tt) => {
+    (@cases $module:ident, $factory:ident, [outages $($rest:ident)*], [$($case:ident)*]) => {
         conformance_tests_lacking!(@cases $module, $factory, [$($rest)*], [$($case)*
             unreachable_store_gives_unavailable_then_recovers
             guard_dropped_while_unreachable_frees_the_lock_once_back
-        ], $capabilities, $without);
+        ]);
     };
 }
 

@@ -30,8 +30,8 @@ mod runner;
 pub use cases::*;
 pub use factory::{CaseSettings, FnFactory, LockerFactory, Outage};
 pub use runner::{
-    expects_not_applicable, peak_lockers, run_all, run_case, Case, CaseReport, CaseStatus, Lacking,
-    Outcome, CASES, MAX_LOCKERS_AT_ONCE,
+    peak_lockers, run_all, run_case, Case, CaseReport, CaseStatus, Outcome, CASES,
+    MAX_LOCKERS_AT_ONCE,
 };
 
 /// Result of one conformance case: how it ended, or the store error that
@@ -46,65 +46,25 @@ pub type CaseResult = Result<Outcome, crate::LockError>;
 /// static it fills once). `not_applicable: [...]` pins the cases the store
 /// cannot run (by design: a capability it does not declare); each of them
 /// must end as not applicable, and every other case must run and pass
-/// (see [`run_case`]). A test `pinned_cases_exist` checks that the lists
-/// name real cases.
-///
-/// An optional `not_applicable_without: [capability: [case, ...], ...]`
-/// pins cases by what the store declares when the test runs (each
-/// `capability` a field of [`Capabilities`](crate::backend::Capabilities)):
-/// a case is expected not applicable while the store declares none of the
-/// capabilities it is listed under, and to pass once it declares one
-/// (see [`expects_not_applicable`]). A store that is gaining a primitive
-/// keeps its pins right at every step:
-///
-/// ```text
-/// lock_core::conformance_tests!(
-///     store, store_factory,
-///     not_applicable: [abandoned_lock_is_freed_after_ttl],
-///     not_applicable_without: [semaphores: [semaphore_never_exceeds_its_limit]]
-/// );
-/// ```
+/// (see [`run_case`]). A test `pinned_cases_exist` checks that the list
+/// names real cases.
 #[macro_export]
 macro_rules! conformance_tests {
     ($backend:ident, $factory:path, not_applicable: [$($pinned:ident),* $(,)?]) => {
-        $crate::conformance_tests!(
-            $backend, $factory, not_applicable: [$($pinned),*], not_applicable_without: []
-        );
-    };
-    ($backend:ident, $factory:path, not_applicable: [$($pinned:ident),* $(,)?],
-     not_applicable_without: [$($capability:ident: [$($needs:ident),* $(,)?]),* $(,)?]) => {
         mod $backend {
             #[allow(unused_imports)]
             use super::*;
             /// The cases this store cannot run, by design.
             const NOT_APPLICABLE: &[&str] = &[$(stringify!($pinned)),*];
-            /// The cases it cannot run while it lacks a capability.
-            const NOT_APPLICABLE_WITHOUT: &[$crate::conformance::Lacking] = &[$(
-                $crate::conformance::Lacking {
-                    capability: stringify!($capability),
-                    declared: |capabilities| capabilities.$capability,
-                    cases: &[$(stringify!($needs)),*],
-                }
-            ),*];
             $crate::__conformance_case_names!(__conformance_test_fns($factory;));
 
             #[test]
             fn pinned_cases_exist() {
-                let by_capability = NOT_APPLICABLE_WITHOUT.iter().flat_map(|l| l.cases);
-                for pinned in NOT_APPLICABLE.iter().chain(by_capability) {
+                for pinned in NOT_APPLICABLE {
                     assert!(
                         $crate::conformance::CASES.iter().any(|case| case.name == *pinned),
                         "`{pinned}` is pinned as not applicable but is no conformance case"
                     );
-                }
-                for lacking in NOT_APPLICABLE_WITHOUT {
-                    for case in lacking.cases {
-                        assert!(
-                            !NOT_APPLICABLE.contains(case),
-                            "`{case}` is pinned both always and without `{}`",
-                            lacking.capability
-                        );
-                    }
                 }
             }
         }
@@ -175,16 +135,9 @@ macro_rules! __conformance_test_fns {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let factory = $factory().await;
-                let pinned = $crate::conformance::expects_not_applicable(
-                    stringify!($case),
-                    NOT_APPLICABLE,
-                    NOT_APPLICABLE_WITHOUT,
-                    &factory,
-                )
-                .await;
                 $crate::conformance::run_case(
                     stringify!($case),
-                    pinned,
+                    NOT_APPLICABLE.contains(&stringify!($case)),
                     $crate::conformance::$case(&factory),
                 )
                 .await;

@@ -19,9 +19,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::factory::{CaseSettings, LockerFactory, Outage};
 use super::CaseResult;
-use crate::backend::Capabilities;
 use crate::error::LockError;
-use crate::key::Namespace;
 use crate::locker::Locker;
 
 /// The most lockers the cases running at the same time in one process
@@ -107,56 +105,6 @@ where
         ),
         (Err(error), _) => panic!("conformance case `{name}` failed: {error}"),
     }
-}
-
-/// Cases pinned as not applicable while the store does not declare a
-/// capability: what `not_applicable_without` in
-/// [`conformance_tests!`](crate::conformance_tests) makes.
-#[derive(Clone, Copy, Debug)]
-pub struct Lacking {
-    /// The capability's name, as the field of [`Capabilities`].
-    pub capability: &'static str,
-    /// Whether a store's capabilities declare it.
-    pub declared: fn(&Capabilities) -> bool,
-    /// The cases that need it (or another capability they are listed
-    /// under as well).
-    pub cases: &'static [&'static str],
-}
-
-/// Whether case `name` must end as not applicable on the store `factory`
-/// opens: it is in `pinned`, or it is listed in `lacking` and the store
-/// declares none of the capabilities it is listed under. Only then are
-/// the store's capabilities read, from a locker opened for the purpose
-/// and dropped at once.
-///
-/// # Panics
-///
-/// If that locker cannot be opened: the case could not run either.
-pub async fn expects_not_applicable(
-    name: &str,
-    pinned: &[&str],
-    lacking: &[Lacking],
-    factory: &dyn LockerFactory,
-) -> bool {
-    if pinned.contains(&name) {
-        return true;
-    }
-    let mut listed = lacking
-        .iter()
-        .filter(|l| l.cases.contains(&name))
-        .peekable();
-    if listed.peek().is_none() {
-        return false;
-    }
-    let settings = CaseSettings {
-        namespace: Namespace::new("c-capabilities").expect("a valid namespace"),
-        ttl: crate::options::DEFAULT_TTL,
-    };
-    let capabilities = match factory.open(&settings).await {
-        Ok(locker) => locker.capabilities(),
-        Err(error) => panic!("cannot open a locker to read the store's capabilities: {error}"),
-    };
-    !listed.any(|l| (l.declared)(&capabilities))
 }
 
 pub(crate) type CaseFuture<'a> = Pin<Box<dyn Future<Output = CaseResult> + Send + 'a>>;

@@ -1,9 +1,6 @@
-//! What the PostgreSQL tests share: the server's URL, unique names, and
-//! the conformance suite's locker factory.
+//! What the PostgreSQL tests share: the server's URL and unique names.
 
 #![allow(dead_code)]
-
-pub(crate) mod factory;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
