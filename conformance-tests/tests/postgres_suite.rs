@@ -43,13 +43,5 @@ async fn pgbouncer_factory() -> StoreFactory {
     StoreFactory::new(&url).outage_through(loopback_hosts(&bouncer.url()))
 }
 
-conformance_tests_lacking!(
-    postgres,
-    postgres_factory,
-    [per_lock_expiry]
-);
-conformance_tests_lacking!(
-    postgres_pgbouncer,
-    pgbouncer_factory,
-    [per_lock_expiry]
-);
+conformance_tests_lacking!(postgres, postgres_factory, [per_lock_expiry]);
+conformance_tests_lacking!(postgres_pgbouncer, pgbouncer_factory, [per_lock_expiry]);

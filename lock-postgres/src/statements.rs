@@ -34,7 +34,7 @@ pub(crate) fn entry_kind(kind: HoldKind) -> (&'static str, Option<i32>) {
 }
 
 /// The statements of one backend; see each field.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Statements {
     /// `$1 owner text, $2 ttl_ms int8` → `id int8`: opens a session that
     /// expires `ttl` from now.
@@ -92,15 +92,7 @@ impl Statements {
     /// The statements for tables in `schema`.
     pub(crate) fn new(schema: &SchemaName) -> Self {
         let s = schema.quoted();
-        let notify = |rows: &str| {
-            format!("told AS (SELECT pg_notify({s}.channel(namespace, key), id::text) FROM {rows})")
-        };
-        let live = |alias: &str| {
-            format!(
-                "EXISTS (SELECT 1 FROM {s}.sessions WHERE sessions.id = {alias}.session_id \
-                 AND sessions.expires_at > now())"
-            )
-        };
+        let s = s.as_str();
         Self {
             open_session: format!(
                 "INSERT INTO {s}.sessions (owner, ttl_ms, expires_at) \
@@ -123,67 +115,113 @@ impl Statements {
                  (SELECT {s}.ahead_of($1, $2, e.id, e.kind, e.lim) FROM {s}.entries e \
                  WHERE e.id = $3)"
             ),
-            release: format!(
-                "WITH gone AS (DELETE FROM {s}.entries WHERE id = $1 AND session_id = $2 \
-                 RETURNING namespace, key, id), {} \
-                 SELECT (SELECT count(*) FROM told), \
-                 EXISTS (SELECT 1 FROM {s}.sessions WHERE id = $2 AND expires_at > now())",
-                notify("gone")
-            ),
-            withdraw: format!(
-                "WITH gone AS (DELETE FROM {s}.entries WHERE owner = $1 AND session_id = $2 \
-                 RETURNING namespace, key, id), {} SELECT count(*) FROM told",
-                notify("gone")
-            ),
             check: format!(
                 "SELECT EXISTS (SELECT 1 FROM {s}.entries e WHERE e.id = $1 \
                  AND e.session_id = $2 AND {})",
-                live("e")
-            ),
-            set_value: format!(
-                "WITH changed AS (UPDATE {s}.entries e SET value = $3 WHERE e.id = $1 \
-                 AND e.session_id = $2 AND {} RETURNING namespace, key, id), {} \
-                 SELECT count(*) FROM told",
-                live("e"),
-                notify("changed")
-            ),
-            reap: format!(
-                "WITH dead AS (DELETE FROM {s}.sessions WHERE id IN (SELECT id FROM \
-                 {s}.sessions WHERE expires_at <= now() FOR UPDATE SKIP LOCKED) RETURNING id), \
-                 gone AS (DELETE FROM {s}.entries e USING dead WHERE e.session_id = dead.id \
-                 RETURNING e.namespace, e.key, e.id), {} SELECT count(*) FROM told",
-                notify("gone")
+                live(s, "e")
             ),
             holders: format!(
                 "SELECT e.id, e.owner, e.value, \
                  (extract(epoch FROM ss.expires_at - now()) * 1000)::int8, e.kind, e.lim \
                  FROM {s}.entries e JOIN {s}.sessions ss ON ss.id = e.session_id \
                  WHERE e.namespace = $1 AND e.key = $2 AND e.kind = ANY($3) \
-                 AND ss.expires_at > now() \
-                 AND {s}.ahead_of(e.namespace, e.key, e.id, e.kind, e.lim) IS NULL \
-                 ORDER BY e.id"
+                 AND ss.expires_at > now() AND {} ORDER BY e.id",
+                granted(s)
             ),
-            force_release: format!(
-                "WITH head AS (SELECT e.id FROM {s}.entries e WHERE e.namespace = $1 \
-                 AND e.key = $2 AND e.kind <> 'permit' AND {} \
-                 AND {s}.ahead_of(e.namespace, e.key, e.id, e.kind, e.lim) IS NULL), \
-                 gone AS (DELETE FROM {s}.entries WHERE id IN (SELECT id FROM head) \
-                 RETURNING namespace, key, id), {} SELECT count(*) FROM told",
-                live("e"),
-                notify("gone")
-            ),
-            close_sessions: format!(
-                "WITH gone AS (DELETE FROM {s}.entries WHERE session_id = ANY($1) \
-                 RETURNING namespace, key, id), {}, \
-                 dead AS (DELETE FROM {s}.sessions WHERE id = ANY($1)) \
-                 SELECT count(*) FROM told",
-                notify("gone")
-            ),
-            purge: format!(
-                "WITH gone AS (DELETE FROM {s}.entries WHERE namespace = $1 \
-                 RETURNING namespace, key, id), {} SELECT count(*) FROM told",
-                notify("gone")
-            ),
+            ..Self::notifying(s)
         }
     }
+
+    /// The statements that delete or change entries and notify their
+    /// keys; the others are filled in by [`Statements::new`].
+    fn notifying(s: &str) -> Self {
+        let entries_gone = |condition: &str| {
+            format!("gone AS (DELETE FROM {s}.entries WHERE {condition} {RETURNING_KEYS})")
+        };
+        Self {
+            release: notifying(
+                s,
+                &entries_gone("id = $1 AND session_id = $2"),
+                &format!(
+                    "(SELECT count(*) FROM told), \
+                     EXISTS (SELECT 1 FROM {s}.sessions WHERE id = $2 AND expires_at > now())"
+                ),
+            ),
+            withdraw: notifying(
+                s,
+                &entries_gone("owner = $1 AND session_id = $2"),
+                COUNT_TOLD,
+            ),
+            set_value: notifying(
+                s,
+                &format!(
+                    "gone AS (UPDATE {s}.entries e SET value = $3 WHERE e.id = $1 \
+                     AND e.session_id = $2 AND {} {RETURNING_KEYS})",
+                    live(s, "e")
+                ),
+                COUNT_TOLD,
+            ),
+            reap: notifying(
+                s,
+                &format!(
+                    "dead AS (DELETE FROM {s}.sessions WHERE id IN (SELECT id FROM \
+                     {s}.sessions WHERE expires_at <= now() FOR UPDATE SKIP LOCKED) \
+                     RETURNING id), {}",
+                    entries_gone("session_id IN (SELECT id FROM dead)")
+                ),
+                COUNT_TOLD,
+            ),
+            force_release: notifying(
+                s,
+                &format!(
+                    "head AS (SELECT e.id FROM {s}.entries e WHERE e.namespace = $1 \
+                     AND e.key = $2 AND e.kind <> 'permit' AND {} AND {}), {}",
+                    live(s, "e"),
+                    granted(s),
+                    entries_gone("id IN (SELECT id FROM head)")
+                ),
+                COUNT_TOLD,
+            ),
+            close_sessions: notifying(
+                s,
+                &format!(
+                    "{}, dead AS (DELETE FROM {s}.sessions WHERE id = ANY($1))",
+                    entries_gone("session_id = ANY($1)")
+                ),
+                COUNT_TOLD,
+            ),
+            purge: notifying(s, &entries_gone("namespace = $1"), COUNT_TOLD),
+            ..Self::default()
+        }
+    }
+}
+
+/// What a statement's `gone` rows return: each changed entry's key and id.
+const RETURNING_KEYS: &str = "RETURNING namespace, key, id";
+
+/// The answer of most [`notifying`] statements: how many keys were told.
+const COUNT_TOLD: &str = "count(*) FROM told";
+
+/// A statement that changes the entries its `ctes` leave in `gone`
+/// (returning `namespace, key, id`), notifies each one's key in the same
+/// statement (so in the same transaction), and answers `answer` (which
+/// may read `told`).
+fn notifying(s: &str, ctes: &str, answer: &str) -> String {
+    format!(
+        "WITH {ctes}, told AS (SELECT pg_notify({s}.channel(namespace, key), id::text) \
+         FROM gone) SELECT {answer}"
+    )
+}
+
+/// True when the entry aliased `alias` is in a live session.
+fn live(s: &str, alias: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM {s}.sessions WHERE sessions.id = {alias}.session_id \
+         AND sessions.expires_at > now())"
+    )
+}
+
+/// True when the entry aliased `e` holds, by the layout's grant rule.
+fn granted(s: &str) -> String {
+    format!("{s}.ahead_of(e.namespace, e.key, e.id, e.kind, e.lim) IS NULL")
 }
