@@ -25,6 +25,8 @@
 #   etcd           one etcd member, WITH fsync (no --unsafe-no-fsync), as a
 #                  real deployment runs; its data dir is under $TMPDIR
 #   zookeeper      one standalone ZooKeeper (fsyncs its log by default)
+#   postgres       one PostgreSQL server with its default settings (fsync
+#                  and synchronous_commit on); its data dir is under $TMPDIR
 #
 # Servers are started by the `distlock-test-servers` binary of
 # distlock-testkit (the harness the tests use) on free loopback ports,
@@ -47,7 +49,7 @@ cd "$script_dir/.."
 
 DURATION=${DURATION:-5s}
 CLIENTS=${CLIENTS:-16}
-BACKENDS=${BACKENDS:-file mem redis redis-cluster redlock etcd zookeeper}
+BACKENDS=${BACKENDS:-file mem redis redis-cluster redlock etcd zookeeper postgres}
 HOLD=${HOLD-1000 10000}
 HOLD_FOR=${HOLD_FOR:-10s}
 WARMUP=${WARMUP:-5s}
@@ -65,16 +67,17 @@ fi
 REDIS_OPTS="connect_timeout=5s&response_timeout=5s"
 ETCD_OPTS="connect_timeout=5s&response_timeout=10s"
 ZK_OPTS="connect_timeout=10s&session_timeout=10s"
+PG_OPTS="connect_timeout=5s&response_timeout=10s"
 
 read -r -a backends <<<"$BACKENDS"
 servers=()
 for backend in "${backends[@]}"; do
     case $backend in
     file | mem) ;;
-    redis | redis-cluster | redis-sentinel | redlock | etcd | zookeeper) servers+=("$backend") ;;
+    redis | redis-cluster | redis-sentinel | redlock | etcd | zookeeper | postgres) servers+=("$backend") ;;
     *)
         echo "bench.sh: unknown backend '$backend' in BACKENDS" \
-            "(known: file mem redis redis-cluster redis-sentinel redlock etcd zookeeper)" >&2
+            "(known: file mem redis redis-cluster redis-sentinel redlock etcd zookeeper postgres)" >&2
         exit 2
         ;;
     esac
@@ -87,7 +90,7 @@ fi
 # Always every store, so that a subset does not rebuild with other
 # features (etcd's needs protoc; see distlock-cli/Cargo.toml).
 target="${CARGO_TARGET_DIR:-target}"
-cargo build -q --release -p distlock-cli --features redis,etcd,zookeeper
+cargo build -q --release -p distlock-cli --features redis,etcd,zookeeper,postgres
 bin="$target/release/distlock"
 if ((${#servers[@]})); then
     cargo build -q --release -p distlock-testkit --bin distlock-test-servers
@@ -130,6 +133,7 @@ if ((${#servers[@]})); then
         redis | redis-cluster | redis-sentinel | redlock) urls[$name]="$url?$REDIS_OPTS" ;;
         etcd) urls[$name]="$url?$ETCD_OPTS" ;;
         zookeeper) urls[$name]="$url?$ZK_OPTS" ;;
+        postgres) urls[$name]="$url?$PG_OPTS" ;;
         esac
     done
     if [[ -z $ready ]]; then

@@ -2,7 +2,8 @@
 //! and the checks that compare stores with each other.
 //!
 //! Each test binary runs `lock_core::conformance_tests!` against one store
-//! (memory, files, Redis, Redis Cluster, Redlock, etcd, ZooKeeper) through
+//! (memory, files, Redis, Redis Cluster, Redlock, etcd, ZooKeeper,
+//! PostgreSQL) through
 //! one [`StoreFactory`], on servers the `distlock-testkit` starts. Tests of
 //! a store's internals live in that store's crate.
 

@@ -16,21 +16,17 @@ mod common;
 use conformance_tests::StoreFactory;
 use distlock_testkit::pgbouncer::shared_pgbouncer;
 use distlock_testkit::postgres::{shared_postgres, shared_postgres_url, TEST_TIMEOUTS};
-use distlock_testkit::{env_override, loopback_hosts, with_query, PG_URL_VAR};
+use distlock_testkit::{loopback_hosts, with_query};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 
 async fn postgres_factory() -> StoreFactory {
     let url = shared_postgres_url()
         .await
         .expect("PostgreSQL for the suite");
-    // A server from DISTLOCK_TEST_PG_URL may be anywhere: without a
-    // proxy in front of it the outage cases report themselves not
-    // applicable, and fail as not pinned.
-    let proxied = match env_override(PG_URL_VAR) {
-        Some(_) => Vec::new(),
-        None => loopback_hosts(&url),
-    };
-    StoreFactory::new(with_query(&url, TEST_TIMEOUTS)).outage_through(proxied)
+    // A server from DISTLOCK_TEST_PG_URL that is not on loopback cannot be
+    // put behind a proxy: the outage cases then report themselves not
+    // applicable (and fail, as they are not pinned).
+    StoreFactory::new(with_query(&url, TEST_TIMEOUTS)).outage_through(loopback_hosts(&url))
 }
 
 async fn pgbouncer_factory() -> StoreFactory {

@@ -30,11 +30,13 @@ const MIN_HANDOFFS: usize = 10;
 pub(crate) const WAITER_SETTLE: Duration = Duration::from_millis(5);
 
 /// Uncontended lock+release latencies, ours and (if there is a probe) the
-/// floor's, interleaved in blocks within `budget`.
+/// floor's and the recipe beside it (if the probe has one), interleaved
+/// in blocks within `budget`.
 #[derive(Debug, Default)]
 pub(crate) struct Uncontended {
     pub(crate) ours: Vec<Duration>,
     pub(crate) floor: Vec<Duration>,
+    pub(crate) beside: Vec<Duration>,
 }
 
 pub(crate) async fn uncontended(
@@ -46,10 +48,14 @@ pub(crate) async fn uncontended(
     // different from distlock's own record cannot confuse either side.
     let ours_key = "bench/latency-ours";
     let floor_name = locker.name("bench/latency-raw")?;
+    let beside = probe.filter(|probe| probe.describe_beside().is_some());
     for _ in 0..WARM_UP {
         lock_release(locker, ours_key).await?;
         if let Some(probe) = probe {
             probe.lock_release_once(&floor_name).await?;
+        }
+        if let Some(probe) = beside {
+            probe.beside_once(&floor_name).await?;
         }
     }
     let mut samples = Uncontended::default();
@@ -63,6 +69,13 @@ pub(crate) async fn uncontended(
         if let Some(probe) = probe {
             for _ in 0..BLOCK {
                 samples.floor.push(timed_floor(probe, &floor_name).await?);
+            }
+        }
+        if let Some(probe) = beside {
+            for _ in 0..BLOCK {
+                let started = Instant::now();
+                probe.beside_once(&floor_name).await?;
+                samples.beside.push(started.elapsed());
             }
         }
     }

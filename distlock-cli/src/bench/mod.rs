@@ -54,6 +54,7 @@ pub(crate) async fn bench(store: &ChosenStore, args: BenchArgs) -> Result<i32, F
         runtime: runtime_description(),
         duration: args.duration,
         probe: probe.as_ref().map(|p| p.describe()),
+        beside: probe.as_ref().and_then(|p| p.describe_beside()),
     }
     .with_results(&uncontended, &handoff, &election, &ours, floor.as_ref());
     let text = if args.json {

@@ -8,7 +8,9 @@
 //! connect method (`RedisConfig::connection_manager` and
 //! `cluster_connection`, `EtcdConfig::connect`, `ZkConfig::connect`), so
 //! it reaches the servers the store does, with the same credentials, TLS
-//! files and timeouts. Like a raw spin lock, a
+//! files and timeouts. (PostgreSQL's config has no public connect method:
+//! its floor builds the client's settings from the config's fields and
+//! connects without TLS, see [`postgres`].) Like a raw spin lock, a
 //! call that did not take its lock fails: on a contended name the floor's
 //! rate counts acquisitions, not refused attempts. Floors write where no
 //! real lock lives, so a floor never touches a lock of distlock's.
@@ -19,6 +21,7 @@
 //! | Redis     | `SET NX PX` + `DEL` (Redlock: on every master at once)  |
 //! | etcd      | txn(create_revision == 0 → put) + delete                |
 //! | ZooKeeper | create EPHEMERAL_SEQUENTIAL + delete                    |
+//! | PostgreSQL | `INSERT … RETURNING id` + `DELETE`, 2 autocommit statements on a table |
 //! | memory    | none                                                    |
 //!
 //! Each floor also has a single raw round trip, the floor of the election
@@ -30,6 +33,15 @@
 //! | Redis     | `GET` (Redlock: on every master at once)                |
 //! | etcd      | range read (linearizable `get`)                         |
 //! | ZooKeeper | `exists`                                                |
+//! | PostgreSQL | `SELECT` of one row                                    |
+//!
+//! A store may also have another raw recipe of a lock, measured beside the
+//! floor for comparison but not the floor, because it lacks what the
+//! store's locks guarantee ([`FloorProbe::describe_beside`]):
+//!
+//! | store     | beside the floor                                        |
+//! |-----------|---------------------------------------------------------|
+//! | PostgreSQL | `pg_advisory_lock` + `pg_advisory_unlock` on one connection (lives in the connection, never written) |
 //!
 //! The file store also has a raw hand-off ([`FloorProbe::handoff_once`]),
 //! the floor of the election benchmark's failover: its lock+release floor
@@ -47,12 +59,16 @@
 #[cfg(feature = "etcd")]
 mod etcd;
 mod file;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "zookeeper")]
 mod zookeeper;
 
 use std::fmt::{self, Write as _};
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use distlock::{LockError, LockName};
@@ -96,6 +112,20 @@ pub(crate) trait FloorProbe: Send + Sync + fmt::Debug {
         Ok(None)
     }
 
+    /// What [`beside_once`](Self::beside_once) does: another raw recipe
+    /// of one lock+release, measured beside the floor for comparison, not
+    /// the floor (it lacks what the store's locks guarantee); `None` for
+    /// a store without one.
+    fn describe_beside(&self) -> Option<String> {
+        None
+    }
+
+    /// One uncontended lock+release of that recipe on `name` (nothing
+    /// without one).
+    async fn beside_once(&self, _name: &LockName) -> Result<(), LockError> {
+        Ok(())
+    }
+
     /// The raw recipe of the observe step beside `name`: `observers`
     /// watchers of their own, each on a connection of its own; `None` for
     /// a store whose raw round trip is its floor already.
@@ -123,30 +153,48 @@ pub(crate) trait NotifyProbe: Send + fmt::Debug {
 /// A floor, boxed.
 type Floor = Box<dyn FloorProbe>;
 
+type Opening<'a> = Pin<Box<dyn Future<Output = Result<Floor, LockError>> + Send + 'a>>;
+
+/// One store's floor: the schemes of its plug-in, and how to open it.
+struct FloorEntry {
+    schemes: &'static [&'static str],
+    open: for<'a> fn(&'a str) -> Opening<'a>,
+}
+
+/// The floor of store `S`.
+fn floor_of<S: Store>(open: for<'a> fn(&'a str) -> Opening<'a>) -> FloorEntry {
+    FloorEntry {
+        schemes: S::SCHEMES,
+        open,
+    }
+}
+
+/// Every floor of this build: one line per store, behind its feature.
+fn floors() -> Vec<FloorEntry> {
+    vec![
+        floor_of::<lock_file::FileStore>(|url| Box::pin(async move { file::open(url) })),
+        #[cfg(feature = "redis")]
+        floor_of::<lock_redis::RedisStore>(|url| Box::pin(redis::open(url))),
+        #[cfg(feature = "etcd")]
+        floor_of::<lock_etcd::EtcdStore>(|url| Box::pin(etcd::open(url))),
+        #[cfg(feature = "zookeeper")]
+        floor_of::<lock_zookeeper::ZkStore>(|url| Box::pin(zookeeper::open(url))),
+        #[cfg(feature = "postgres")]
+        floor_of::<distlock::postgres::PgStore>(|url| Box::pin(postgres::open(url))),
+    ]
+}
+
 /// The floor of the store `url` names, on a connection of its own; `None`
 /// for a store without one (memory), or one not compiled in.
 pub(crate) async fn open(url: &str) -> Result<Option<Floor>, LockError> {
     let scheme = lock_core::url::scheme_of(url)?;
-    if serves::<lock_file::FileStore>(scheme) {
-        return file::open(url).map(Some);
+    match floors()
+        .iter()
+        .find(|floor| floor.schemes.contains(&scheme))
+    {
+        Some(floor) => (floor.open)(url).await.map(Some),
+        None => Ok(None),
     }
-    #[cfg(feature = "redis")]
-    if serves::<lock_redis::RedisStore>(scheme) {
-        return redis::open(url).await.map(Some);
-    }
-    #[cfg(feature = "etcd")]
-    if serves::<lock_etcd::EtcdStore>(scheme) {
-        return etcd::open(url).await.map(Some);
-    }
-    #[cfg(feature = "zookeeper")]
-    if serves::<lock_zookeeper::ZkStore>(scheme) {
-        return zookeeper::open(url).await.map(Some);
-    }
-    Ok(None)
-}
-
-fn serves<S: Store>(scheme: &str) -> bool {
-    S::SCHEMES.contains(&scheme)
 }
 
 /// The value or node data a floor writes.

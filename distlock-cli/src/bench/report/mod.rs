@@ -65,6 +65,9 @@ pub(crate) struct BenchReport {
     pub(crate) duration: Duration,
     /// What the floor probe does; `None` if the backend has no floor.
     pub(crate) probe: Option<String>,
+    /// What the raw recipe measured beside the floor does; `None` if the
+    /// store has none.
+    pub(crate) beside: Option<String>,
 }
 
 /// The report with its results.
@@ -124,6 +127,18 @@ struct Floor {
     /// such failure.
     throughput_errors: u64,
     throughput_first_error: Option<String>,
+    /// The raw recipe beside the floor, if the store has one.
+    beside: Option<Beside>,
+}
+
+/// Another raw recipe of a lock, measured beside the floor, and our ratio
+/// to it.
+#[derive(Debug, Serialize)]
+struct Beside {
+    probe: String,
+    uncontended: Option<Latency>,
+    /// Our uncontended p50 / its.
+    p50_ratio: Option<f64>,
 }
 
 impl BenchReport {
@@ -139,10 +154,20 @@ impl BenchReport {
         let election = ElectionJson::new(election, self.probe.as_deref());
         let ours_latency = Latency::of(&uncontended.ours);
         let throughput = Throughput::of(ours);
+        let ours_p50 = ours_latency.as_ref().map(|l| l.p50_us);
+        let beside = self.beside.clone().map(|probe| {
+            let latency = Latency::of(&uncontended.beside);
+            Beside {
+                probe,
+                p50_ratio: ratio(ours_p50, latency.as_ref().map(|l| l.p50_us)),
+                uncontended: latency,
+            }
+        });
         let floor = self.probe.clone().map(|probe| {
             let latency = Latency::of(&uncontended.floor);
             let floor_throughput = floor_counts.map(Throughput::of);
             Floor {
+                beside,
                 probe,
                 p50_ratio: ratio(
                     ours_latency.as_ref().map(|l| l.p50_us),
@@ -217,16 +242,22 @@ impl BenchReport {
                 setup.target.backend
             ),
         };
-        for (name, value) in setup.target.rows().into_iter().chain([
-            ("clients", format!("{} ({connections})", setup.clients)),
-            ("keys", setup.keys.to_string()),
-            ("runtime", setup.runtime.clone()),
-            (
-                "duration",
-                humantime::format_duration(setup.duration).to_string(),
-            ),
-            ("floor", floor),
-        ]) {
+        for (name, value) in setup
+            .target
+            .rows()
+            .into_iter()
+            .chain([
+                ("clients", format!("{} ({connections})", setup.clients)),
+                ("keys", setup.keys.to_string()),
+                ("runtime", setup.runtime.clone()),
+                (
+                    "duration",
+                    humantime::format_duration(setup.duration).to_string(),
+                ),
+                ("floor", floor),
+            ])
+            .chain(setup.beside.clone().map(|beside| ("beside", beside)))
+        {
             let _ = writeln!(out, "{name:<11}{value}");
         }
     }
@@ -252,6 +283,16 @@ impl BenchResults {
                 "",
                 times(floor.p50_ratio)
             );
+            if let Some(beside) = &floor.beside {
+                latency_row(&mut out, "beside the floor", beside.uncontended.as_ref());
+                let _ = writeln!(
+                    out,
+                    "{:<26}{:>7}{:>11}",
+                    "  ours/beside",
+                    "",
+                    times(beside.p50_ratio)
+                );
+            }
         }
         latency_row(&mut out, "handoff", self.handoff.as_ref());
         latency_row(
@@ -284,6 +325,9 @@ impl BenchResults {
             );
         }
         out.push_str(LEGEND);
+        if self.setup.beside.is_some() {
+            out.push_str(BESIDE_LEGEND);
+        }
         out.truncate(out.trim_end().len());
         out
     }
@@ -299,6 +343,12 @@ handoff: from the holder's release() returning to the waiting client's lock()
   returning (a store may hand over before release() returns: counted apart);
   from release call: from the release() call instead, every hand-off.
 fairness: Jain's index over the clients' shares of the operations (1: equal).
+";
+
+/// The legend's line for a recipe beside the floor, when there is one.
+const BESIDE_LEGEND: &str = "\
+beside the floor: another raw lock the store offers (`beside` above), measured
+  for comparison only: it lacks what the store's locks guarantee.
 ";
 
 impl Floor {

@@ -3,6 +3,10 @@
 use super::*;
 
 fn report(probe: Option<&str>) -> BenchResults {
+    report_beside(probe, None)
+}
+
+fn report_beside(probe: Option<&str>, beside: Option<&str>) -> BenchResults {
     let setup = BenchReport {
         target: Target {
             backend: "file",
@@ -15,10 +19,16 @@ fn report(probe: Option<&str>) -> BenchResults {
         runtime: "current thread".into(),
         duration: Duration::from_secs(2),
         probe: probe.map(str::to_owned),
+        beside: beside.map(str::to_owned),
     };
     let uncontended = Uncontended {
         ours: vec![Duration::from_micros(40); 10],
         floor: vec![Duration::from_micros(10); 10],
+        beside: if beside.is_some() {
+            vec![Duration::from_micros(5); 10]
+        } else {
+            Vec::new()
+        },
     };
     let counts = Counts {
         per_client: vec![100, 100],
@@ -81,6 +91,28 @@ fn table_names_every_measurement() {
     }
     let without_floor = report(None).table();
     assert!(without_floor.contains("floor      n/a"), "{without_floor}");
+}
+
+#[test]
+fn a_recipe_beside_the_floor_gets_its_rows_and_ratio() {
+    let results = report_beside(Some("INSERT + DELETE"), Some("advisory pair"));
+    let beside = results.floor.as_ref().unwrap().beside.as_ref().unwrap();
+    assert_eq!(beside.p50_ratio, Some(8.0));
+    let table = results.table();
+    for part in [
+        "beside     advisory pair",
+        "beside the floor",
+        "5.0µs",
+        "ours/beside",
+        "8.00x",
+    ] {
+        assert!(table.contains(part), "{part} missing in\n{table}");
+    }
+    let json = serde_json::to_value(&results).unwrap();
+    assert_eq!(json["beside"], "advisory pair");
+    assert_eq!(json["floor"]["beside"]["uncontended"]["p50_us"], 5.0);
+    let without = report(Some("flock")).table();
+    assert!(!without.contains("beside"), "{without}");
 }
 
 #[test]
