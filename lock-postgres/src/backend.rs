@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::backend::Capability::Remote;
 use lock_core::backend::{
-    holder_stream, AcquireRequest, Acquired, Backend, Capabilities, Change, HolderSource,
-    HolderStream, Primitive,
+    holder_stream, spawn_detached, AcquireRequest, Acquired, Backend, Capabilities, Change,
+    HolderSource, HolderStream, Primitive,
 };
 use lock_core::{FencingToken, HoldKind, LockError, LockInfo, LockName, Namespace};
 use tokio_postgres::types::Type;
@@ -20,6 +20,7 @@ use crate::config::PgConfig;
 use crate::core::PgCore;
 use crate::errors::pool_error;
 use crate::listen::{Subscription, WokenBy, WATCHER};
+use crate::session::Session;
 use crate::statements::{EXCLUSIVE, PERMIT, READ};
 use crate::{connect, diagnosis, schema};
 
@@ -160,6 +161,7 @@ impl Backend for PgBackend {
             core: Arc::clone(&self.core),
             name: name.clone(),
             subscription: None,
+            signed_up: None,
         })
     }
 
@@ -187,11 +189,46 @@ impl Backend for PgBackend {
     }
 }
 
-/// A watch of one lock's holder through the LISTEN connection.
+/// A watch of one lock's holder through the LISTEN connection, signed up
+/// as the key's watcher (acquires and releases notify only keys with a
+/// waiter or a watcher).
 struct Watch {
     core: Arc<PgCore>,
     name: LockName,
     subscription: Option<Subscription>,
+    /// The watcher row and the session it lives in.
+    signed_up: Option<(Arc<Session>, i64)>,
+}
+
+/// The ttl of the session watchers are signed up in (renewed with the
+/// backend's other sessions; a watcher whose session ends signs up again
+/// at its next read).
+const WATCHER_TTL: Duration = Duration::from_secs(10);
+
+impl Watch {
+    /// Signs up as the key's watcher unless already signed up in a live
+    /// session.
+    async fn sign_up(&mut self) -> Result<(), LockError> {
+        if self.signed_up.as_ref().is_some_and(|(s, _)| !s.is_lost()) {
+            return Ok(());
+        }
+        let session = self.core.sessions.session(&self.core, WATCHER_TTL).await?;
+        let (namespace, key) = (self.name.namespace().as_str(), self.name.key().as_str());
+        let row = self
+            .core
+            .query_one(
+                "cannot watch the lock",
+                &self.core.sql.watch,
+                &[
+                    (&session.id, Type::INT8),
+                    (&namespace, Type::TEXT),
+                    (&key, Type::TEXT),
+                ],
+            )
+            .await?;
+        self.signed_up = Some((session, row.get(0)));
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -209,6 +246,9 @@ impl HolderSource for Watch {
                 self.subscription = Some(subscription);
             }
         }
+        // Listening first, then signed up, then read: every change after
+        // the read is notified to us.
+        self.sign_up().await?;
         holder(&self.core, &self.name).await
     }
 
@@ -223,6 +263,25 @@ impl HolderSource for Watch {
             }
         }
         Ok(Change::Reread)
+    }
+}
+
+impl Drop for Watch {
+    /// Signs the watcher off in the background.
+    fn drop(&mut self) {
+        let Some((_, id)) = self.signed_up.take() else {
+            return;
+        };
+        let core = Arc::clone(&self.core);
+        spawn_detached(None, async move {
+            let sql = &core.sql.unwatch;
+            if let Err(error) = core
+                .query("cannot stop watching", sql, &[(&id, Type::INT8)])
+                .await
+            {
+                tracing::debug!(%error, "distlock: a watcher row stays until its session ends");
+            }
+        });
     }
 }
 

@@ -134,10 +134,28 @@ CREATE TABLE IF NOT EXISTS {s}.entries (
 );
 CREATE INDEX IF NOT EXISTS entries_queue ON {s}.entries (namespace, key, id);
 CREATE INDEX IF NOT EXISTS entries_session ON {s}.entries (session_id);
+CREATE TABLE IF NOT EXISTS {s}.watchers (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    namespace text NOT NULL,
+    key text NOT NULL,
+    session_id bigint NOT NULL REFERENCES {s}.sessions (id) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS watchers_key ON {s}.watchers (namespace, key);
+CREATE INDEX IF NOT EXISTS watchers_session ON {s}.watchers (session_id);
 CREATE OR REPLACE FUNCTION {s}.channel(p_namespace text, p_key text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT AS $fn$
     SELECT 'distlock_' || left(encode(sha256(convert_to(
         '{name}:' || octet_length(p_namespace) || ':' || p_namespace || p_key, 'UTF8')), 'hex'), 40)
+$fn$;
+CREATE OR REPLACE FUNCTION {s}.key_lock(p_namespace text, p_key text) RETURNS void
+LANGUAGE sql VOLATILE AS $fn$
+    SELECT pg_advisory_xact_lock(hashtextextended(
+        octet_length(p_namespace) || ':' || p_namespace || p_key, 0))
+$fn$;
+CREATE OR REPLACE FUNCTION {s}.watched(p_namespace text, p_key text) RETURNS boolean
+LANGUAGE sql STABLE AS $fn$
+    SELECT EXISTS (SELECT 1 FROM {s}.watchers w
+                   WHERE w.namespace = p_namespace AND w.key = p_key)
 $fn$;
 CREATE OR REPLACE FUNCTION {s}.ahead_of(
     p_namespace text, p_key text, p_id bigint, p_kind text, p_lim integer)
@@ -173,8 +191,7 @@ BEGIN
     -- Entries of one key are numbered one transaction at a time, and each
     -- statement below takes a fresh snapshot: every entry with a smaller
     -- id on the key has committed (or rolled back) before we read.
-    PERFORM pg_advisory_xact_lock(hashtextextended(
-        octet_length(p_namespace) || ':' || p_namespace || p_key, 0));
+    PERFORM {s}.key_lock(p_namespace, p_key);
     -- A semaphore's permits are all taken under one limit.
     IF p_kind = 'permit' THEN
         SELECT e.lim INTO other_limit
@@ -195,10 +212,52 @@ BEGIN
         RETURN;
     END IF;
     ahead := {s}.ahead_of(p_namespace, p_key, enqueue.id, p_kind, p_lim);
-    -- A new holder: tell the key's watchers (waiters ignore ids above theirs).
-    IF ahead IS NULL THEN
+    -- A new holder: tell the key's watchers, if any (a notifying commit
+    -- waits for every other notifying commit of the server).
+    IF ahead IS NULL AND {s}.watched(p_namespace, p_key) THEN
         PERFORM pg_notify({s}.channel(p_namespace, p_key), id::text);
     END IF;
+END
+$fn$;
+CREATE OR REPLACE FUNCTION {s}.release(p_id bigint, p_session bigint,
+    OUT deleted bigint, OUT live boolean)
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    v_namespace text;
+    v_key text;
+BEGIN
+    deleted := 0;
+    SELECT e.namespace, e.key INTO v_namespace, v_key FROM {s}.entries e
+    WHERE e.id = p_id AND e.session_id = p_session;
+    IF FOUND THEN
+        -- In turn with the key's acquires and watchers' sign-ups: one that
+        -- committed before is seen below; one after sees this entry gone.
+        PERFORM {s}.key_lock(v_namespace, v_key);
+        DELETE FROM {s}.entries e WHERE e.id = p_id AND e.session_id = p_session;
+        GET DIAGNOSTICS deleted = ROW_COUNT;
+        -- Notified only for someone to tell: a later entry, a watcher.
+        IF deleted > 0 AND (EXISTS (SELECT 1 FROM {s}.entries e
+                                    WHERE e.namespace = v_namespace AND e.key = v_key
+                                      AND e.id > p_id)
+                            OR {s}.watched(v_namespace, v_key)) THEN
+            PERFORM pg_notify({s}.channel(v_namespace, v_key), p_id::text);
+        END IF;
+    END IF;
+    live := EXISTS (SELECT 1 FROM {s}.sessions s
+                    WHERE s.id = p_session AND s.expires_at > now());
+END
+$fn$;
+CREATE OR REPLACE FUNCTION {s}.watch(p_session bigint, p_namespace text, p_key text)
+RETURNS bigint LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    v_id bigint;
+BEGIN
+    -- In turn with the key's acquires and releases: one that committed
+    -- before is in the watcher's first read; one after sees the watcher.
+    PERFORM {s}.key_lock(p_namespace, p_key);
+    INSERT INTO {s}.watchers (namespace, key, session_id)
+    VALUES (p_namespace, p_key, p_session) RETURNING id INTO v_id;
+    RETURN v_id;
 END
 $fn$;
 INSERT INTO {s}.version (single, version) VALUES (true, {version})
@@ -206,7 +265,7 @@ INSERT INTO {s}.version (single, version) VALUES (true, {version})
 "#;
 
 /// The tables the store needs, in the order a missing one is reported.
-const TABLES: [&str; 3] = ["version", "sessions", "entries"];
+const TABLES: [&str; 4] = ["version", "sessions", "entries", "watchers"];
 
 /// Makes sure the layout of [`SCHEMA_VERSION`] exists in `schema`.
 ///
@@ -261,23 +320,20 @@ async fn installed_version(
         .iter()
         .map(|table| format!("{}.{table}", schema.quoted()))
         .collect();
+    // One boolean per table, in TABLES' order.
     let row = client
         .query_typed(
-            "SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL, \
-             to_regclass($3) IS NOT NULL",
-            &[
-                (&names[0], Type::TEXT),
-                (&names[1], Type::TEXT),
-                (&names[2], Type::TEXT),
-            ],
+            "SELECT ARRAY(SELECT to_regclass(t) IS NOT NULL FROM unnest($1::text[]) t)",
+            &[(&names, Type::TEXT_ARRAY)],
         )
         .await
         .map_err(|e| unavailable("cannot read the store's tables", e))?;
     let row = row
         .first()
         .ok_or_else(|| LockError::backend("no reply", "empty result"))?;
-    for (i, table) in TABLES.iter().enumerate() {
-        if !row.get::<_, bool>(i) {
+    let present: Vec<bool> = row.get(0);
+    for (table, present) in TABLES.iter().zip(present) {
+        if !present {
             return Ok(Err(*table));
         }
     }

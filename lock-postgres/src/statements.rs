@@ -56,9 +56,17 @@ pub(crate) struct Statements {
     /// live session, and the live entry it waits behind (NULL: granted).
     pub(crate) recheck: String,
     /// `$1 entry int8, $2 session int8` → `deleted int8, live bool`:
-    /// deletes our entry and notifies its key; `live` says whether our
-    /// session was still live (else the lock was lost before).
+    /// deletes our entry (the layout's `release` function) and notifies
+    /// its key if a later entry or a watcher is there to hear it; `live`
+    /// says whether our session was still live (else the lock was lost
+    /// before).
     pub(crate) release: String,
+    /// `$1 session int8, $2 namespace, $3 key` → `id int8`: signs a
+    /// watcher of the key up in the session (the layout's `watch`
+    /// function), so that acquires and releases of the key notify it.
+    pub(crate) watch: String,
+    /// `$1 watcher int8`: signs a watcher off.
+    pub(crate) unwatch: String,
     /// `$1 owner text, $2 session int8`: deletes the entries of one
     /// acquisition by its owner id (a cancelled acquire whose reply may
     /// have been lost) and notifies their keys.
@@ -105,6 +113,9 @@ impl Statements {
                  SELECT EXISTS (SELECT 1 FROM renewed), \
                  ARRAY(SELECT id FROM {s}.entries WHERE session_id = $1)"
             ),
+            release: format!("SELECT deleted, live FROM {s}.release($1, $2)"),
+            watch: format!("SELECT {s}.watch($1, $2, $3)"),
+            unwatch: format!("DELETE FROM {s}.watchers WHERE id = $1"),
             enqueue: format!(
                 "SELECT id, ahead, other_limit FROM {s}.enqueue($1, $2, $3, $4, $5, $6, $7)"
             ),
@@ -139,14 +150,6 @@ impl Statements {
             format!("gone AS (DELETE FROM {s}.entries WHERE {condition} {RETURNING_KEYS})")
         };
         Self {
-            release: notifying(
-                s,
-                &entries_gone("id = $1 AND session_id = $2"),
-                &format!(
-                    "(SELECT count(*) FROM told), \
-                     EXISTS (SELECT 1 FROM {s}.sessions WHERE id = $2 AND expires_at > now())"
-                ),
-            ),
             withdraw: notifying(
                 s,
                 &entries_gone("owner = $1 AND session_id = $2"),
