@@ -172,7 +172,19 @@ async fn wait_turn(
     let key = request.name.key().as_str();
     // The entry waited behind when the re-check timer fired unwoken.
     let mut unheard = None;
+    // The entry waited behind was the oldest live lock entry at the last
+    // check: its deletion puts ours first (see below).
+    let mut behind_alone = false;
     loop {
+        // Notifications come in commit order: the entry we waited behind,
+        // alone ahead of every other lock entry of the key at our last
+        // check, is gone, and ours was not deleted before it (no older
+        // entry can appear: entries are numbered in turn). First in line
+        // with no round trip; our session's liveness is checked when the
+        // hold is registered.
+        if behind_alone && subscription.waiter.behind_gone() {
+            return Ok(Turn::Granted);
+        }
         subscription.relisten().await?;
         subscription.waiter.start_check();
         let row = core
@@ -191,6 +203,7 @@ async fn wait_turn(
             return Ok(Turn::Requeue);
         }
         let ahead = row.get::<_, Option<i64>>(1);
+        behind_alone = woken_by == WokenBy::EntryAhead && row.get::<_, bool>(2);
         note_missed(core, &subscription, unheard.take(), ahead, interval);
         let Some(ahead) = ahead else {
             return Ok(Turn::Granted);

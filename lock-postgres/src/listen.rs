@@ -4,7 +4,8 @@
 //!
 //! A waiter [subscribes](Listener::subscribe) to its key's channel with
 //! its own entry id. Every notification on a channel carries the id of an
-//! entry that was deleted or changed; the waiter whose predecessor (the
+//! entry that was deleted (negated) or changed (as it is); the waiter
+//! whose predecessor (the
 //! live entry right before it, [`Waiter::wait_behind`]) that is, is woken
 //! — no herd: a release wakes the one waiter behind it. Ids ahead of a
 //! waiter are remembered until its next check, so a notification arriving
@@ -108,6 +109,8 @@ struct WaitState {
     overflow: bool,
     /// An older entry was notified since the last check.
     older_notified: bool,
+    /// Our own entry's deletion was notified.
+    own_gone: bool,
 }
 
 impl Waiter {
@@ -147,18 +150,36 @@ impl Waiter {
         self.wake.notified().await;
     }
 
-    fn notified(&self, id: i64) {
+    /// Whether the entry this waiter waits behind was deleted after the
+    /// last check (and ours was not): see [`Waiter::wait_behind`].
+    pub(crate) fn behind_gone(&self) -> bool {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.heard && !state.own_gone
+    }
+
+    /// `id` was deleted (`gone`) or changed on our channel.
+    fn notified(&self, id: i64, gone: bool) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if gone && id == self.entry {
+            state.own_gone = true;
+            self.wake.notify_one();
+            return;
+        }
         if id >= self.entry {
             return;
         }
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if state.behind == Some(id) {
-            state.heard = true;
-        }
         if self.woken_by == WokenBy::AnyOlder {
+            state.heard |= state.behind == Some(id);
             state.older_notified = true;
             self.wake.notify_one();
             return;
+        }
+        // Waiting behind one entry: only its deletion lets us in.
+        if !gone {
+            return;
+        }
+        if state.behind == Some(id) {
+            state.heard = true;
         }
         if state.seen.len() < REMEMBERED {
             state.seen.push(id);
@@ -290,7 +311,7 @@ impl Listener {
                 match message {
                     Ok(AsyncMessage::Notification(n)) => {
                         if let Ok(id) = n.payload().parse::<i64>() {
-                            shared.dispatch(n.channel(), id);
+                            shared.dispatch(n.channel(), id.abs(), id < 0);
                         }
                     }
                     Ok(_) => {}
@@ -334,10 +355,10 @@ impl Listener {
 }
 
 impl Shared {
-    fn dispatch(&self, channel: &str, id: i64) {
+    fn dispatch(&self, channel: &str, id: i64, gone: bool) {
         let waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
         for waiter in waiters.get(channel).into_iter().flatten() {
-            waiter.notified(id);
+            waiter.notified(id, gone);
         }
     }
 

@@ -269,7 +269,8 @@ BEGIN
                             OR EXISTS (SELECT 1 FROM {s}.watchers w
                                        WHERE w.namespace = v_namespace
                                          AND w.key = v_key)) THEN
-            PERFORM pg_notify({s}.channel(v_namespace, v_key), p_id::text);
+            -- A deletion's payload is the id negated (see crate::listen).
+            PERFORM pg_notify({s}.channel(v_namespace, v_key), (-p_id)::text);
         END IF;
     END IF;
     live := EXISTS (SELECT 1 FROM {s}.sessions s

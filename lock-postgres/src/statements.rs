@@ -52,8 +52,11 @@ pub(crate) struct Statements {
     /// else the live entry it waits behind.
     pub(crate) enqueue: String,
     /// `$1 namespace, $2 key, $3 entry int8, $4 session int8` →
-    /// `mine bool, ahead int8`: whether our entry is still there in our
-    /// live session, and the live entry it waits behind (NULL: granted).
+    /// `mine bool, ahead int8, ahead_alone bool`: whether our entry is
+    /// still there in our live session, the live entry it waits behind
+    /// (NULL: granted), and whether that entry is the oldest live lock
+    /// entry of the key (its deletion then leaves a lock entry behind it
+    /// first in line).
     pub(crate) recheck: String,
     /// `$1 entry int8, $2 session int8` → `deleted int8, live bool`:
     /// deletes our entry (the layout's `release` function) and notifies
@@ -120,11 +123,15 @@ impl Statements {
                 "SELECT id, ahead, other_limit FROM {s}.enqueue($1, $2, $3, $4, $5, $6, $7)"
             ),
             recheck: format!(
-                "SELECT EXISTS (SELECT 1 FROM {s}.entries e JOIN {s}.sessions ss \
+                "WITH a AS (SELECT {s}.ahead_of($1, $2, e.id, e.kind, e.lim) AS ahead \
+                 FROM {s}.entries e WHERE e.id = $3) \
+                 SELECT EXISTS (SELECT 1 FROM {s}.entries e JOIN {s}.sessions ss \
                  ON ss.id = e.session_id WHERE e.id = $3 AND e.session_id = $4 \
-                 AND ss.expires_at > now()), \
-                 (SELECT {s}.ahead_of($1, $2, e.id, e.kind, e.lim) FROM {s}.entries e \
-                 WHERE e.id = $3)"
+                 AND ss.expires_at > now()), (SELECT ahead FROM a), \
+                 EXISTS (SELECT 1 FROM a WHERE a.ahead IS NOT NULL AND NOT EXISTS \
+                 (SELECT 1 FROM {s}.entries o JOIN {s}.sessions os ON os.id = o.session_id \
+                 WHERE o.namespace = $1 AND o.key = $2 AND o.id < a.ahead \
+                 AND o.kind <> 'permit' AND os.expires_at > now()))"
             ),
             check: format!(
                 "SELECT EXISTS (SELECT 1 FROM {s}.entries e WHERE e.id = $1 \
@@ -155,7 +162,7 @@ impl Statements {
                 &entries_gone("owner = $1 AND session_id = $2"),
                 COUNT_TOLD,
             ),
-            set_value: notifying(
+            set_value: notifying_with(
                 s,
                 &format!(
                     "gone AS (UPDATE {s}.entries e SET value = $3 WHERE e.id = $1 \
@@ -163,6 +170,7 @@ impl Statements {
                     live(s, "e")
                 ),
                 COUNT_TOLD,
+                CHANGED,
             ),
             reap: notifying(
                 s,
@@ -205,16 +213,29 @@ const RETURNING_KEYS: &str = "RETURNING namespace, key, id";
 /// The answer of most [`notifying`] statements: how many keys were told.
 const COUNT_TOLD: &str = "count(*) FROM told";
 
-/// A statement that changes the entries its `ctes` leave in `gone`
+/// A statement that deletes the entries its `ctes` leave in `gone`
 /// (returning `namespace, key, id`), notifies each one's key in the same
 /// statement (so in the same transaction), and answers `answer` (which
 /// may read `told`).
 fn notifying(s: &str, ctes: &str, answer: &str) -> String {
+    notifying_with(s, ctes, answer, GONE)
+}
+
+/// [`notifying`] with `payload`: [`GONE`] for entries deleted, [`CHANGED`]
+/// for entries still there.
+fn notifying_with(s: &str, ctes: &str, answer: &str, payload: &str) -> String {
     format!(
-        "WITH {ctes}, told AS (SELECT pg_notify({s}.channel(namespace, key), id::text) \
+        "WITH {ctes}, told AS (SELECT pg_notify({s}.channel(namespace, key), {payload}) \
          FROM gone) SELECT {answer}"
     )
 }
+
+/// The payload of a deleted entry's notification: its id negated (see
+/// [`crate::listen`]).
+const GONE: &str = "(-id)::text";
+
+/// The payload of a changed entry's notification: its id.
+const CHANGED: &str = "id::text";
 
 /// True when the entry aliased `alias` is in a live session.
 fn live(s: &str, alias: &str) -> String {

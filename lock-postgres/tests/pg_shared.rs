@@ -154,3 +154,30 @@ async fn permits_hold_up_to_the_limit_apart_from_the_lock() {
     second.release().await.unwrap();
     third.release().await.unwrap();
 }
+
+/// A writer queued behind two readers is let in by the last reader to
+/// leave, not by the one it queued right behind: the reader that came
+/// second leaving first hands nothing over.
+#[tokio::test]
+async fn a_waiting_writer_is_not_let_in_while_an_older_reader_reads() {
+    let namespace = unique("readers_leave");
+    let (a, b, c) = (
+        locker(&namespace).await,
+        locker(&namespace).await,
+        locker(&namespace).await,
+    );
+    let client = raw().await;
+    let older = a.rwlock("k").unwrap().read().await.unwrap();
+    let newer = b.rwlock("k").unwrap().read().await.unwrap();
+    let rw = c.rwlock("k").unwrap();
+    let mut writer = queued(async move { rw.write().await });
+    let writing = entry_after(&client, &namespace, token(&newer)).await;
+    newer.release().await.unwrap();
+    let early = tokio::time::timeout(Duration::from_millis(500), &mut writer).await;
+    assert!(early.is_err(), "the writer got in beside a reader");
+    assert!(holds(&client, &namespace, token(&older)).await);
+    older.release().await.unwrap();
+    let writing_guard = writer.await.unwrap();
+    assert_eq!(token(&writing_guard), writing);
+    writing_guard.release().await.unwrap();
+}
