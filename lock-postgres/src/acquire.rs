@@ -168,8 +168,6 @@ async fn wait_turn(
     };
     let subscription = core.listener.subscribe(channel, id, woken_by).await?;
     let interval = PgCore::recheck_interval(request.ttl);
-    let namespace = request.name.namespace().as_str();
-    let key = request.name.key().as_str();
     // The entry waited behind when the re-check timer fired unwoken.
     let mut unheard = None;
     // The entry waited behind was the oldest live lock entry at the last
@@ -187,23 +185,11 @@ async fn wait_turn(
         }
         subscription.relisten().await?;
         subscription.waiter.start_check();
-        let row = core
-            .query_one(
-                "cannot check the lock queue",
-                &core.sql.recheck,
-                &[
-                    (&namespace, Type::TEXT),
-                    (&key, Type::TEXT),
-                    (&id, Type::INT8),
-                    (&session.id, Type::INT8),
-                ],
-            )
-            .await?;
-        if !row.get::<_, bool>(0) {
+        let Some(checked) = check(core, session, request, id).await? else {
             return Ok(Turn::Requeue);
-        }
-        let ahead = row.get::<_, Option<i64>>(1);
-        behind_alone = woken_by == WokenBy::EntryAhead && row.get::<_, bool>(2);
+        };
+        let ahead = checked.ahead;
+        behind_alone = woken_by == WokenBy::EntryAhead && checked.ahead_alone;
         note_missed(core, &subscription, unheard.take(), ahead, interval);
         let Some(ahead) = ahead else {
             return Ok(Turn::Granted);
@@ -230,6 +216,43 @@ async fn wait_turn(
             }
         }
     }
+}
+
+/// What a check of our entry found.
+struct Checked {
+    /// The live entry ours waits behind; `None`: ours holds.
+    ahead: Option<i64>,
+    /// That entry is the oldest live lock entry of the key.
+    ahead_alone: bool,
+}
+
+/// Checks our entry `id`: `None` if it or our session is gone.
+async fn check(
+    core: &PgCore,
+    session: &Session,
+    request: &AcquireRequest,
+    id: i64,
+) -> Result<Option<Checked>, LockError> {
+    let (namespace, key) = (
+        request.name.namespace().as_str(),
+        request.name.key().as_str(),
+    );
+    let row = core
+        .query_one(
+            "cannot check the lock queue",
+            &core.sql.recheck,
+            &[
+                (&namespace, Type::TEXT),
+                (&key, Type::TEXT),
+                (&id, Type::INT8),
+                (&session.id, Type::INT8),
+            ],
+        )
+        .await?;
+    Ok(row.get::<_, bool>(0).then(|| Checked {
+        ahead: row.get(1),
+        ahead_alone: row.get(2),
+    }))
 }
 
 /// After a re-check the timer brought (the waiter waiting behind
