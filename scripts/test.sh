@@ -345,7 +345,8 @@ if [[ $# -eq 0 ]]; then
         exit 1
     fi
     cargo build -q --workspace --all-features --examples
-    for example in cron_job leader_worker fenced_sqlite http_busy prometheus; do
+    # fenced_update (lock-postgres) starts a throwaway PostgreSQL of its own.
+    for example in cron_job leader_worker fenced_sqlite http_busy prometheus fenced_update; do
         if env -u DISTLOCK_URL "${CARGO_TARGET_DIR:-target}/debug/examples/$example" >/dev/null; then
             echo "   $example: ok"
         else
