@@ -68,7 +68,9 @@ async fn main() -> Result<(), Box<dyn Error>> {
 
     locks.force_release(KEY).await?;
     let refused = fenced_update(&db, old).await?;
-    println!("lock taken away, token {old} again: {refused} rows updated (refused by the database)");
+    println!(
+        "lock taken away, token {old} again: {refused} rows updated (refused by the database)"
+    );
     assert_eq!(refused, 0);
 
     let next = locks.lock(KEY).await?;
