@@ -121,12 +121,30 @@ impl Default for SchemaName {
 /// `create_schema=false`). Idempotent: running it twice changes nothing.
 pub fn schema_sql(schema: &SchemaName) -> String {
     TEMPLATE
+        .replace(
+            "{key_lock(p_namespace, p_key)}",
+            &key_lock("p_namespace", "p_key"),
+        )
+        .replace(
+            "{key_lock(v_namespace, v_key)}",
+            &key_lock("v_namespace", "v_key"),
+        )
         .replace("{s}", &schema.quoted())
         .replace("{name}", schema.as_str())
         .replace("{version}", &SCHEMA_VERSION.to_string())
 }
 
-/// The layout. `{s}` is the quoted schema. Kept in one place so the
+/// The key's advisory lock, taken by `enqueue`, `release` and `watch` on
+/// the key named by the PL/pgSQL variables `namespace` and `key`: one
+/// expression, so that all three take the same lock.
+fn key_lock(namespace: &str, key: &str) -> String {
+    format!(
+        "pg_advisory_xact_lock(hashtextextended(\n        \
+         octet_length({namespace}) || ':' || {namespace} || {key}, 0))"
+    )
+}
+
+/// The layout. `{s}` is the quoted schema; `{key_lock(…)}` is [`key_lock`]. Kept in one place so the
 /// statements the store runs and the text operators see cannot differ.
 const TEMPLATE: &str = r#"CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE IF NOT EXISTS {s}.version (
@@ -207,8 +225,7 @@ BEGIN
     -- Entries of one key are numbered one transaction at a time, and each
     -- statement below takes a fresh snapshot: every entry with a smaller
     -- id on the key has committed (or rolled back) before we read.
-    PERFORM pg_advisory_xact_lock(hashtextextended(
-        octet_length(p_namespace) || ':' || p_namespace || p_key, 0));
+    PERFORM {key_lock(p_namespace, p_key)};
     -- A semaphore's permits are all taken under one limit.
     IF p_kind = 'permit' THEN
         SELECT e.lim INTO other_limit
@@ -258,8 +275,7 @@ BEGIN
     IF FOUND THEN
         -- In turn with the key's acquires and watchers' sign-ups: one that
         -- committed before is seen below; one after sees this entry gone.
-        PERFORM pg_advisory_xact_lock(hashtextextended(
-            octet_length(v_namespace) || ':' || v_namespace || v_key, 0));
+        PERFORM {key_lock(v_namespace, v_key)};
         DELETE FROM {s}.entries e WHERE e.id = p_id AND e.session_id = p_session;
         GET DIAGNOSTICS deleted = ROW_COUNT;
         -- Notified only for someone to tell: a later entry, a watcher.
@@ -284,8 +300,7 @@ DECLARE
 BEGIN
     -- In turn with the key's acquires and releases: one that committed
     -- before is in the watcher's first read; one after sees the watcher.
-    PERFORM pg_advisory_xact_lock(hashtextextended(
-        octet_length(p_namespace) || ':' || p_namespace || p_key, 0));
+    PERFORM {key_lock(p_namespace, p_key)};
     INSERT INTO {s}.watchers (namespace, key, session_id)
     VALUES (p_namespace, p_key, p_session) RETURNING id INTO v_id;
     RETURN v_id;

@@ -8,14 +8,13 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::unique;
+use common::{entries, unique};
 use distlock_testkit::pgbouncer::{shared_pgbouncer, PgBouncer};
 use distlock_testkit::postgres::{shared_postgres, PgServer};
 use distlock_testkit::with_query;
 use lock_core::open::open_store;
 use lock_core::Locker;
 use lock_postgres::PgStore;
-use tokio_postgres::NoTls;
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
@@ -48,20 +47,6 @@ impl<S: Subscriber> Layer<S> for ListenWarnings {
     }
 }
 
-/// How many entries `namespace` has, seen on the server itself.
-async fn entries(server: &PgServer, namespace: &str) -> i64 {
-    let (client, connection) = tokio_postgres::connect(&server.url(), NoTls).await.unwrap();
-    tokio::spawn(connection);
-    client
-        .query_one(
-            "SELECT count(*) FROM distlock.entries WHERE namespace = $1",
-            &[&namespace],
-        )
-        .await
-        .unwrap()
-        .get(0)
-}
-
 /// `holder` holds the key while `waiter` queues and waits behind it (ttl
 /// 600 ms: re-checks every 200 ms), then lets go: the waiter must get it
 /// within `limit`.
@@ -71,7 +56,7 @@ async fn hand_over(holder: &Locker, waiter: &Locker, server: &PgServer, ns: &str
     tokio::pin!(waiting);
     let deadline = Instant::now() + Duration::from_secs(10);
     // Drive the waiter until its entry is in the queue.
-    while entries(server, ns).await != 2 {
+    while entries(&server.url(), ns).await != 2 {
         assert!(Instant::now() < deadline, "the waiter never queued");
         tokio::select! {
             biased;

@@ -7,36 +7,16 @@
 
 mod common;
 
+use common::{connect, raw, url_on};
+
 use std::time::{Duration, Instant};
 
 use distlock_testkit::pg_standby::{Replication, StreamingPair};
 use distlock_testkit::postgres::PgServer;
 use distlock_testkit::scenarios::lost_reply::{lost_reply, GiveUp, LostReply, LostReplyStore};
-use distlock_testkit::{eventually, pause_group, with_query};
-use lock_core::open::open_store;
-use lock_core::{LockOptions, Locker};
-use lock_postgres::PgStore;
-use tokio_postgres::{Client, NoTls};
-
-/// The URL of `server` for lockers in `namespace` with `options`.
-fn url_on(server: &PgServer, namespace: &str, options: &str) -> String {
-    with_query(&server.url(), &format!("namespace={namespace}&{options}"))
-}
-
-async fn connect(url: &str) -> Locker {
-    open_store::<PgStore>(url)
-        .await
-        .expect("open the PostgreSQL store")
-}
-
-/// A plain client on `server`, to read rows from outside.
-async fn raw(server: &PgServer) -> Client {
-    let (client, connection) = tokio_postgres::connect(&server.url(), NoTls)
-        .await
-        .expect("raw connection");
-    tokio::spawn(connection);
-    client
-}
+use distlock_testkit::{eventually, pause_group};
+use lock_core::LockOptions;
+use tokio_postgres::Client;
 
 /// The entry sequence and a key's entries, read from outside distlock.
 struct PgRecords {
@@ -89,7 +69,7 @@ async fn an_acquire_whose_reply_was_lost_leaves_no_orphan_entry() {
     let url = url_on(&server, "lost", "ttl=30s&response_timeout=1s");
     let (a, b) = (connect(&url).await, connect(&url).await);
     let store = PgRecords {
-        raw: raw(&server).await,
+        raw: raw(&server.url()).await,
         namespace: "lost".to_owned(),
     };
     let keys: Vec<String> = (0..6).map(|i| format!("k{i}")).collect();
@@ -143,7 +123,7 @@ async fn a_synchronous_standby_promoted_keeps_every_granted_lock() {
     pair.primary.kill().await.unwrap();
     let killed_at = Instant::now();
     pair.promote().await.unwrap();
-    let standby = raw(&pair.standby).await;
+    let standby = raw(&pair.standby.url()).await;
     let row = standby
         .query_one(
             "SELECT count(*) FROM distlock.entries WHERE id = $1",

@@ -10,18 +10,18 @@
 
 mod common;
 
+use common::{connect, raw, url_on};
+
 use std::time::{Duration, Instant};
 
 use distlock_testkit::child::TestChild;
 use distlock_testkit::postgres::PgServer;
 use distlock_testkit::scenarios::{freed_after_kill, FreedWithin};
 use distlock_testkit::{
-    assert_not_before, eventually, pause_group, resume_group, signal_group, with_query, FaultProxy,
+    assert_not_before, eventually, pause_group, resume_group, signal_group, FaultProxy,
 };
-use lock_core::open::open_store;
-use lock_core::{LockError, LockOptions, Locker, LossReason};
-use lock_postgres::PgStore;
-use tokio_postgres::{Client, NoTls};
+use lock_core::{LockError, LockOptions, LossReason};
+use tokio_postgres::Client;
 
 /// Tells a child run of this binary to hold a lock: `LOCKER_URL
 /// SERVER_URL NAMESPACE`.
@@ -39,26 +39,6 @@ fn wait(d: Duration) -> LockOptions {
 /// A server of its own for one test.
 async fn server(name: &str) -> PgServer {
     PgServer::start(name).await.expect("a PostgreSQL server")
-}
-
-/// The URL of `server` for lockers in `namespace` with `ttl`.
-fn url_on(server: &PgServer, namespace: &str, ttl: &str) -> String {
-    with_query(&server.url(), &format!("namespace={namespace}&ttl={ttl}"))
-}
-
-async fn connect(url: &str) -> Locker {
-    open_store::<PgStore>(url)
-        .await
-        .expect("open the PostgreSQL store")
-}
-
-/// A plain client on `url`, to change and read rows from outside.
-async fn raw(url: &str) -> Client {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
-        .await
-        .expect("raw connection");
-    tokio::spawn(connection);
-    client
 }
 
 /// The fenced write every holder makes: the row takes `token` only while
@@ -121,7 +101,7 @@ async fn held_by_a_child(server: &PgServer, namespace: &str) -> (TestChild, i64)
         )
         .await
         .unwrap();
-    let url = url_on(server, namespace, "2s");
+    let url = url_on(server, namespace, "ttl=2s");
     let value = format!("{url} {} {namespace}", server.url());
     let mut holder = TestChild::spawn("holder_process", HOLDER_ENV, &value).await;
     let token = holder.expect("HELD").await.parse().unwrap();
@@ -143,7 +123,7 @@ async fn frozen_holder_is_replaced_and_the_database_refuses_its_write() {
     pause_group(holder.pid()).await.unwrap();
     let paused_at = Instant::now();
 
-    let locker = connect(&url_on(&server, "frozen", "2s")).await;
+    let locker = connect(&url_on(&server, "frozen", "ttl=2s")).await;
     let guard = locker
         .lock_with("k", wait(Duration::from_secs(10)))
         .await
@@ -183,7 +163,7 @@ async fn frozen_holder_is_replaced_and_the_database_refuses_its_write() {
 async fn killed_holder_frees_the_lock_after_the_ttl() {
     let server = server("pg-killed").await;
     let (holder, token) = held_by_a_child(&server, "killed").await;
-    let other = connect(&url_on(&server, "killed", "2s")).await;
+    let other = connect(&url_on(&server, "killed", "ttl=2s")).await;
     let bounds = FreedWithin {
         not_before: SESSION_LEFT,
         wait: Duration::from_secs(2) + SLACK,
@@ -214,7 +194,7 @@ async fn renewed_ahead(server: &PgServer, at_least: Duration) -> Result<(), Stri
 async fn a_restart_shorter_than_the_ttl_keeps_the_locks() {
     const TTL: Duration = Duration::from_secs(9);
     let server = server("pg-restart-short").await;
-    let url = url_on(&server, "short", "9s");
+    let url = url_on(&server, "short", "ttl=9s");
     let (a, b) = (connect(&url).await, connect(&url).await);
     let guard = a.lock("k").await.unwrap();
     let started = Instant::now();
@@ -248,7 +228,7 @@ async fn a_restart_shorter_than_the_ttl_keeps_the_locks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_longer_than_the_ttl_expires_the_locks() {
     let server = server("pg-restart-long").await;
-    let url = url_on(&server, "long", "2s");
+    let url = url_on(&server, "long", "ttl=2s");
     let a = connect(&url).await;
     let guard = a.lock("k").await.unwrap();
     let held = guard.token();
@@ -272,7 +252,7 @@ async fn a_restart_longer_than_the_ttl_expires_the_locks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminated_connections_come_back_without_missing_a_hand_off() {
     let server = server("pg-terminated").await;
-    let url = url_on(&server, "terminated", "30s");
+    let url = url_on(&server, "terminated", "ttl=30s");
     let (a, b) = (connect(&url).await, connect(&url).await);
     let guard = a.lock("k").await.unwrap();
     let waiter = tokio::spawn(async move {
@@ -331,7 +311,7 @@ fn proxied(server: &PgServer, namespace: &str, ttl: &str) -> Proxied {
         .parse()
         .unwrap();
     let proxy = FaultProxy::start(target).unwrap();
-    let direct = url_on(server, namespace, ttl);
+    let direct = url_on(server, namespace, &format!("ttl={ttl}"));
     let through = direct.replace(
         &format!(":{}/", server.server().port()),
         &format!(":{}/", proxy.port()),

@@ -9,40 +9,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{pg_url, pg_url_with, unique};
+use common::{connect, entries, pg_url, pg_url_with, raw, unique};
 use lock_core::open::open_store;
 use lock_core::{LockError, LockOptions, Locker, LossReason};
 use lock_postgres::{schema_sql, PgStore, SchemaName};
-use tokio_postgres::NoTls;
-
-/// A raw client on the test server, to look at and change rows from outside.
-async fn raw() -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(&pg_url().await, NoTls)
-        .await
-        .expect("raw connection to the test server");
-    tokio::spawn(connection);
-    client
-}
 
 /// A locker in a fresh namespace with `ttl`.
 async fn locker(namespace: &str, ttl: &str) -> Locker {
-    let url = pg_url_with(&format!("namespace={namespace}&ttl={ttl}")).await;
-    open_store::<PgStore>(&url)
-        .await
-        .expect("open the PostgreSQL store")
-}
-
-/// How many entries the namespace has.
-async fn entries(namespace: &str) -> i64 {
-    raw()
-        .await
-        .query_one(
-            "SELECT count(*) FROM distlock.entries WHERE namespace = $1",
-            &[&namespace],
-        )
-        .await
-        .unwrap()
-        .get(0)
+    connect(&pg_url_with(&format!("namespace={namespace}&ttl={ttl}")).await).await
 }
 
 /// Drops a test's own schema once its lockers (dropped before) have
@@ -70,7 +44,7 @@ async fn concurrent_start_ups_create_the_layout_once() {
         let guard = locker.lock("k").await.unwrap();
         guard.release().await.unwrap();
     }
-    let client = raw().await;
+    let client = raw(&pg_url().await).await;
     let version: i32 = client
         .query_one(&format!("SELECT version FROM \"{schema}\".version"), &[])
         .await
@@ -129,7 +103,7 @@ async fn one_holder_at_a_time_with_rising_tokens() {
     let tokens = tokens.lock().unwrap().clone();
     assert_eq!(tokens.len(), 30);
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
-    assert_eq!(entries(&namespace).await, 0);
+    assert_eq!(entries(&pg_url().await, &namespace).await, 0);
 }
 
 #[tokio::test]
@@ -150,12 +124,12 @@ async fn a_busy_try_and_a_timed_out_wait_leave_nothing_behind() {
     );
     // The dropped wait's entry goes in the background.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while entries(&namespace).await != 1 {
+    while entries(&pg_url().await, &namespace).await != 1 {
         assert!(Instant::now() < deadline, "the waiter's entry stayed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     guard.release().await.unwrap();
-    assert_eq!(entries(&namespace).await, 0);
+    assert_eq!(entries(&pg_url().await, &namespace).await, 0);
 }
 
 #[tokio::test]
@@ -187,7 +161,7 @@ async fn holds_is_true_only_for_the_live_holder() {
     let a = locker(&namespace, "10s").await;
     let guard = a.lock("k").await.unwrap();
     let token = i64::try_from(guard.token().get()).unwrap();
-    let client = raw().await;
+    let client = raw(&pg_url().await).await;
     let holds = |token: i64| {
         let (client, namespace) = (&client, namespace.clone());
         async move {
@@ -234,7 +208,7 @@ async fn a_session_expired_on_the_server_frees_the_lock_and_is_heard() {
     );
     let guard = a.lock("k").await.unwrap();
     let loss = guard.loss_signal();
-    raw()
+    raw(&pg_url().await)
         .await
         .execute(
             "UPDATE distlock.sessions SET expires_at = now() - interval '1 second' \
@@ -286,7 +260,7 @@ async fn a_dropped_locker_removes_its_session_at_once() {
     let url = pg_url_with(&format!("schema={schema}&ttl=30s")).await;
     let locker = open_store::<PgStore>(&url).await.unwrap();
     locker.lock("k").await.unwrap().release().await.unwrap();
-    let client = raw().await;
+    let client = raw(&pg_url().await).await;
     let sql = format!("SELECT count(*) FROM \"{schema}\".sessions");
     let sessions = || async { client.query_one(&sql, &[]).await.unwrap().get::<_, i64>(0) };
     assert_eq!(sessions().await, 1);
@@ -324,7 +298,7 @@ async fn one_renewal_statement_per_interval_whatever_the_holds() {
         guards.push(locker.lock(key).await.unwrap());
     }
     // Count UPDATE statements on the sessions table from now on.
-    let client = raw().await;
+    let client = raw(&pg_url().await).await;
     client
         .batch_execute(&format!(
             "CREATE TABLE \"{schema}\".updates (at timestamptz);

@@ -7,28 +7,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::{pg_url, pg_url_with, unique};
-use lock_core::open::open_store;
+use common::{connect, pg_url, pg_url_with, raw, unique};
 use lock_core::{LockGuard, Locker};
-use lock_postgres::PgStore;
 use tokio::task::JoinHandle;
-use tokio_postgres::{Client, NoTls};
-
-/// A raw client on the test server, to look at rows from outside.
-async fn raw() -> Client {
-    let (client, connection) = tokio_postgres::connect(&pg_url().await, NoTls)
-        .await
-        .expect("raw connection to the test server");
-    tokio::spawn(connection);
-    client
-}
+use tokio_postgres::Client;
 
 /// A locker in `namespace`.
 async fn locker(namespace: &str) -> Locker {
-    let url = pg_url_with(&format!("namespace={namespace}&ttl=10s")).await;
-    open_store::<PgStore>(&url)
-        .await
-        .expect("open the PostgreSQL store")
+    connect(&pg_url_with(&format!("namespace={namespace}&ttl=10s")).await).await
 }
 
 /// What `holds(namespace, 'k', token)` answers now.
@@ -84,7 +70,7 @@ async fn readers_hold_together_and_a_waiting_writer_holds_nothing() {
         locker(&namespace).await,
         locker(&namespace).await,
     );
-    let client = raw().await;
+    let client = raw(&pg_url().await).await;
     let first = a.rwlock("k").unwrap().read().await.unwrap();
     let second = b.rwlock("k").unwrap().read().await.unwrap();
     assert!(holds(&client, &namespace, token(&first)).await);
@@ -124,7 +110,7 @@ async fn readers_hold_together_and_a_waiting_writer_holds_nothing() {
 async fn permits_hold_up_to_the_limit_apart_from_the_lock() {
     let namespace = unique("permit_holds");
     let (a, b) = (locker(&namespace).await, locker(&namespace).await);
-    let client = raw().await;
+    let client = raw(&pg_url().await).await;
     // The key's lock is held: its semaphore is another line.
     let lock = a.lock("k").await.unwrap();
     let pool = b.semaphore("k", 2).unwrap();
@@ -166,7 +152,7 @@ async fn a_waiting_writer_is_not_let_in_while_an_older_reader_reads() {
         locker(&namespace).await,
         locker(&namespace).await,
     );
-    let client = raw().await;
+    let client = raw(&pg_url().await).await;
     let older = a.rwlock("k").unwrap().read().await.unwrap();
     let newer = b.rwlock("k").unwrap().read().await.unwrap();
     let rw = c.rwlock("k").unwrap();

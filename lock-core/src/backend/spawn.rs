@@ -62,13 +62,18 @@ pub fn spawn_detached<F>(fallback: Option<&Handle>, work: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    let handle = Handle::try_current().ok().or_else(|| fallback.cloned());
-    match handle {
-        // A runtime that is shutting down drops the task instead of running
-        // it; that is the best anyone can do then.
-        Some(handle) => drop(handle.spawn(work)),
-        None => drop(work),
-    }
+    drop(spawn_on_a_runtime(fallback, work));
+}
+
+/// Spawns `work` on the current runtime, or on `fallback`; drops it
+/// unpolled when there is neither. A runtime that is shutting down drops
+/// the task instead of running it; that is the best anyone can do then.
+fn spawn_on_a_runtime<F>(fallback: Option<&Handle>, work: F) -> Option<JoinHandle<()>>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let handle = Handle::try_current().ok().or_else(|| fallback.cloned())?;
+    Some(handle.spawn(work))
 }
 
 /// Runs `work`, the clean-up of an acquisition that will not hold (its
@@ -80,14 +85,9 @@ pub fn spawn_cleanup<F>(fallback: Option<&Handle>, work: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    let handle = Handle::try_current().ok().or_else(|| fallback.cloned());
-    match handle {
-        Some(handle) => {
-            let task = handle.spawn(work);
-            // Outside an acquisition the task simply runs detached.
-            let _ = ACQUISITION_CLEANUPS.try_with(|cleanups| cleanups.lock().push(task));
-        }
-        None => drop(work),
+    if let Some(task) = spawn_on_a_runtime(fallback, work) {
+        // Outside an acquisition the task simply runs detached.
+        let _ = ACQUISITION_CLEANUPS.try_with(|cleanups| cleanups.lock().push(task));
     }
 }
 
