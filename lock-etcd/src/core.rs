@@ -6,10 +6,11 @@
 //! knows none of them.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Instant;
 
 use etcd_client::Client;
-use lock_core::backend::WaitMode;
+use lock_core::backend::{Leaving, WaitMode};
 
 use crate::config::EtcdConfig;
 use crate::names::EntryNames;
@@ -27,6 +28,9 @@ pub(crate) struct EtcdCore {
     pub(crate) hub: WatchHub,
     /// The queue entry names in use.
     pub(crate) names: EntryNames,
+    /// Deletions of abandoned queue entries under way, per queue prefix:
+    /// the backend's next acquisition on that queue waits for them.
+    pub(crate) leaving: Arc<Leaving>,
 }
 
 impl EtcdCore {
@@ -36,6 +40,7 @@ impl EtcdCore {
             sessions: Sessions::new(client.clone(), config.response_timeout),
             hub: WatchHub::new(client.watch_client()),
             names: EntryNames::default(),
+            leaving: Arc::default(),
             client,
             config,
         }

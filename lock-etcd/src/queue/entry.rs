@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Compare, CompareOp, GetOptions, KeyValue, PutOptions, Txn, TxnOp, TxnResponse};
-use lock_core::backend::{AcquireRequest, CleanupOnDrop, WaitMode};
+use lock_core::backend::{AcquireRequest, CleanupOnDrop, Pending, WaitMode};
 use lock_core::{HoldKind, LockError};
 
 use super::turn::{newest_first, Position, View};
@@ -42,7 +42,12 @@ impl Entry {
         // the reply is in flight, the entry may exist and must go.
         let cleanup = {
             let (core, name) = (Arc::clone(core), Arc::clone(&name));
-            CleanupOnDrop::new(move || delete_entry(core, name))
+            let line = queue_line(prefix);
+            CleanupOnDrop::new(move || {
+                // Counted at the drop itself, before the next attempt looks.
+                let under_way = core.leaving.start(&line);
+                delete_entry(core, name, under_way)
+            })
         };
         let put = PutOptions::new().with_lease(lease.id());
         // The name is reserved for this call, so "create if absent" makes a
@@ -111,7 +116,10 @@ impl Entry {
 /// connection (etcd handles each request on its own): delete once more a
 /// little later, which is harmless since the name stays reserved for this
 /// call until then.
-async fn delete_entry(core: Arc<EtcdCore>, name: Arc<EntryName>) {
+///
+/// The deletion counts as under way on its queue (`under_way`) until its
+/// first delete is answered.
+async fn delete_entry(core: Arc<EtcdCore>, name: Arc<EntryName>, under_way: Pending) {
     const SECOND_TRY_AFTER: Duration = Duration::from_millis(250);
     let key = name.key().to_vec();
     let delete = || {
@@ -122,7 +130,9 @@ async fn delete_entry(core: Arc<EtcdCore>, name: Arc<EntryName>) {
             async move { kv.delete(key, None).await }
         })
     };
-    match delete().await {
+    let first = delete().await;
+    drop(under_way);
+    match first {
         Ok(response) if response.deleted() > 0 => name.mark_gone(),
         Ok(_) => {
             tokio::time::sleep(SECOND_TRY_AFTER).await;
@@ -134,6 +144,12 @@ async fn delete_entry(core: Arc<EtcdCore>, name: Arc<EntryName>) {
             tracing::warn!(%error, "distlock: an abandoned etcd queue entry stays until its lease ends");
         }
     }
+}
+
+/// The name of the queue under `prefix` in the backend's
+/// [`Leaving`](lock_core::backend::Leaving).
+pub(super) fn queue_line(prefix: &[u8]) -> String {
+    String::from_utf8_lossy(prefix).into_owned()
 }
 
 /// The revision of the store when the transaction ran.

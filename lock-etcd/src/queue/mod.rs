@@ -55,6 +55,12 @@ pub(crate) async fn acquire(
     request: &AcquireRequest,
 ) -> Result<Option<Acquired>, LockError> {
     let prefix = queue_prefix(core, request).await?;
+    // This backend's own abandoned entry on the queue (a writer that gave
+    // up) must not hold this acquisition back.
+    let line = entry::queue_line(&prefix);
+    core.leaving
+        .settled(&line, core.config.response_timeout)
+        .await;
     let started = Instant::now();
     let mut requeues = 0u32;
     loop {
