@@ -220,6 +220,7 @@ pub fn assert_concurrent_runs_never_lose_an_increment(
     workers: usize,
     runs: usize,
 ) -> Vec<u64> {
+    let _turn = heavy_turn();
     let scratch = tempfile::tempdir().expect("temp dir");
     let counter = scratch.path().join("counter");
     let tokens = scratch.path().join("tokens");
@@ -287,15 +288,23 @@ pub fn assert_mentions_each(text: &str, parts: &[&str]) {
 /// ran on `backend`, that every case passed or was not applicable, and
 /// that no panic reached stderr. Returns its stdout.
 ///
-/// One `check` runs at a time in a test binary: each runs up to 40
-/// lockers side by side, and several at once on a two-core machine can
-/// stall a process past its 3 s leases, which the store then rightly
-/// reports lost.
-pub fn assert_check_passes(url: &str, backend: &str) -> String {
-    static ONE_CHECK_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _turn = ONE_CHECK_AT_A_TIME
+/// One heavy run (a `check`, or concurrent `run`s) at a time in a test
+/// binary: a `check` runs up to 40 lockers side by side, and several at
+/// once on a two-core machine can stall a process past its 3 s leases,
+/// which the store then rightly reports lost; a `check` beside 8
+/// concurrent `run`s on one PostgreSQL server passes its default 100
+/// connections.
+fn heavy_turn() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_HEAVY_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_HEAVY_RUN_AT_A_TIME
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs `distlock check` on `url` (one heavy run at a time, see
+/// [`heavy_turn`]) and asserts it passed.
+pub fn assert_check_passes(url: &str, backend: &str) -> String {
+    let _turn = heavy_turn();
     assert_check_passed(
         &output_within(distlock_at(url, &["check"]), CHECK_LIMIT),
         backend,
