@@ -8,7 +8,7 @@ use tokio::time::{sleep, Instant};
 use crate::deployment::{Deployment, Topology};
 use crate::faults::Fault;
 use crate::fleet::Fleet;
-use crate::register::Register;
+use crate::register::{ClientId, Register};
 
 /// How long a Redis Cluster master stays down: past its node timeout
 /// (5 s), so that a replica takes over.
@@ -17,6 +17,11 @@ const CLUSTER_FAILOVER_WAIT: Duration = Duration::from_secs(8);
 /// How long a Redis Sentinel master stays down at least: long enough for
 /// the sentinels to agree it is down (1 s) and promote its replica.
 const SENTINEL_FAILOVER_WAIT: Duration = Duration::from_secs(4);
+
+/// How long a client process's last reports may take to reach the
+/// register once the process is stopped (they travel over a local
+/// socket): after this, the register's view of what it holds is final.
+const REPORTS_SETTLE: Duration = Duration::from_millis(100);
 
 /// Everything a fault acts on.
 #[derive(Debug)]
@@ -34,21 +39,22 @@ pub struct Nemesis<'a> {
 }
 
 impl Nemesis<'_> {
-    /// Injects `fault` and heals it; `Ok(false)` when there was nothing
-    /// to inject it into (no client process held a lock in time, no
-    /// standby left to fail over to).
+    /// Injects `fault` and heals it; `Ok(false)` when it could not hit
+    /// the target it is meant for (no client process still held a lock
+    /// when it was frozen, killed or cut off; no leader found; no standby
+    /// left to fail over to). Such a miss is not counted as injected.
     pub async fn inject(&mut self, fault: Fault) -> Result<bool, String> {
         match fault {
             Fault::HolderPause => self.freeze_holder().await,
             Fault::HolderKill => self.kill_holder().await,
             Fault::ServerKill => self.kill_server().await.map(|()| true),
             Fault::ServerPause => self.freeze_server().await.map(|()| true),
-            Fault::Partition => self.cut_off_client().await.map(|()| true),
+            Fault::Partition => self.cut_off_holder().await,
             Fault::Latency => self.slow_down().await.map(|()| true),
             Fault::MemberKill if self.deployment.topology == Topology::PgSyncStandby => {
                 self.fail_over().await
             }
-            Fault::MemberKill => self.kill_leader().await.map(|()| true),
+            Fault::MemberKill => self.kill_leader().await,
         }
     }
 
@@ -70,7 +76,8 @@ impl Nemesis<'_> {
     }
 
     /// Freezes a client process holding a lock past its lease, then lets
-    /// it run again.
+    /// it run again; `Ok(false)` when it had released everything by the
+    /// time it stopped (resumed at once).
     async fn freeze_holder(&self) -> Result<bool, String> {
         let Some(index) = self.a_holder().await else {
             return Ok(false);
@@ -78,23 +85,37 @@ impl Nemesis<'_> {
         let pid = self.fleet.members[index].pid();
         let id = self.fleet.members[index].id;
         pause_group(pid).await?;
-        self.register.note(&format!("client {id} frozen"));
-        sleep(self.past_ttl()).await;
+        let hit = self.still_holds(id).await;
+        if hit {
+            self.register.note(&format!("client {id} frozen"));
+            sleep(self.past_ttl()).await;
+        }
         resume_group(pid).map_err(|e| format!("SIGCONT: {e}"))?;
-        self.register.note(&format!("client {id} resumed"));
-        Ok(true)
+        if hit {
+            self.register.note(&format!("client {id} resumed"));
+        }
+        Ok(hit)
     }
 
     /// Kills a client process holding a lock, and starts another in its
-    /// place.
+    /// place; `Ok(false)` when it had released everything by the time it
+    /// died.
     async fn kill_holder(&mut self) -> Result<bool, String> {
         let Some(index) = self.a_holder().await else {
             return Ok(false);
         };
         let id = self.fleet.kill(index);
+        let hit = self.still_holds(id).await;
         self.register.gone(id);
         self.fleet.add(self.deployment).await?;
-        Ok(true)
+        Ok(hit)
+    }
+
+    /// Whether client `id`, just stopped or cut off, still holds a key by
+    /// the register's timeline once its last reports have arrived.
+    async fn still_holds(&self, id: ClientId) -> bool {
+        sleep(REPORTS_SETTLE).await;
+        self.register.holders().contains(&id)
     }
 
     /// Kills a server for half a ttl, then restarts it.
@@ -121,23 +142,29 @@ impl Nemesis<'_> {
         Ok(())
     }
 
-    /// Cuts a client process (a holder if one holds in time) off every
-    /// server past the lease, then reconnects it.
-    async fn cut_off_client(&self) -> Result<(), String> {
-        let index = match self.a_holder().await {
-            Some(index) => index,
-            None => fastrand::usize(..self.fleet.members.len()),
+    /// Cuts a client process holding a lock off every server past the
+    /// lease, then reconnects it; `Ok(false)` when none held in time, or
+    /// the one chosen had released everything by the time it was cut off
+    /// (reconnected at once).
+    async fn cut_off_holder(&self) -> Result<bool, String> {
+        let Some(index) = self.a_holder().await else {
+            return Ok(false);
         };
         let (id, proxies) = {
             let member = &self.fleet.members[index];
             (member.id, &member.proxies)
         };
         proxies.iter().for_each(FaultProxy::blackhole);
-        self.register.note(&format!("client {id} cut off"));
-        sleep(self.past_ttl()).await;
+        let hit = self.still_holds(id).await;
+        if hit {
+            self.register.note(&format!("client {id} cut off"));
+            sleep(self.past_ttl()).await;
+        }
         proxies.iter().for_each(FaultProxy::restore);
-        self.register.note(&format!("client {id} reconnected"));
-        Ok(())
+        if hit {
+            self.register.note(&format!("client {id} reconnected"));
+        }
+        Ok(hit)
     }
 
     /// Adds a random latency of up to a tenth of the ttl to every
@@ -160,12 +187,12 @@ impl Nemesis<'_> {
         Ok(())
     }
 
-    /// Kills the leader of the deployment (any member where there is
-    /// none) long enough for another to take over, then restarts it.
-    async fn kill_leader(&self) -> Result<(), String> {
-        let index = match self.deployment.leader().await {
-            Some(index) => index,
-            None => self.any_server(),
+    /// Kills the leader of the deployment (a master, on Redis) long
+    /// enough for another to take over, then restarts it; `Ok(false)`
+    /// when no member says it leads (an election under way).
+    async fn kill_leader(&self) -> Result<bool, String> {
+        let Some(index) = self.deployment.leader().await else {
+            return Ok(false);
         };
         let server = &self.deployment.servers[index];
         server.crash().await?;
@@ -178,7 +205,7 @@ impl Nemesis<'_> {
         sleep(down).await;
         server.start_again().await?;
         self.register.note(&format!("member {index} restarted"));
-        Ok(())
+        Ok(true)
     }
 
     /// A client process holding a lock by the register's timeline, waited

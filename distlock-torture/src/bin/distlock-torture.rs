@@ -8,7 +8,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use distlock_torture::client::{self, Workload};
 use distlock_torture::link::SocketLink;
-use distlock_torture::report::table;
+use distlock_torture::plan::rows_for;
+use distlock_torture::report::{matrix, table};
 use distlock_torture::{run, Fault, Plan, Row, Topology};
 use tokio::sync::watch;
 
@@ -50,8 +51,10 @@ struct Selection {
     /// each of its faults was injected once).
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     duration: Duration,
-    /// One row per topology with all its faults by turns, instead of one
-    /// row per topology and fault class.
+    /// Per topology, one row with every fault class its docs call safe,
+    /// by turns (the run fails if it was not safe), and one row per class
+    /// they do not (showing the documented violation); instead of one row
+    /// per topology and fault class.
     #[arg(long)]
     mix: bool,
     /// The lease of every lock.
@@ -139,7 +142,7 @@ async fn runner(selection: Selection) -> ExitCode {
             serde_json::to_string_pretty(&rows).unwrap_or_default()
         );
     } else {
-        print!("{}", table(&rows));
+        print!("{}\n{}", table(&rows), matrix(&rows));
     }
     let broken: Vec<&Row> = rows.iter().filter(|r| r.broke_a_promise()).collect();
     for row in &broken {
@@ -173,11 +176,11 @@ fn plans(selection: &Selection, program: PathBuf) -> Vec<Plan> {
         if faults.is_empty() {
             continue;
         }
-        if selection.mix {
-            groups.push((topology, faults));
-        } else {
-            groups.extend(faults.into_iter().map(|f| (topology, vec![f])));
-        }
+        groups.extend(
+            rows_for(topology, &faults, selection.mix)
+                .into_iter()
+                .map(|faults| (topology, faults)),
+        );
     }
     let share = selection.duration / u32::try_from(groups.len().max(1)).unwrap_or(u32::MAX);
     groups
