@@ -2,11 +2,45 @@
 //! the highest token presented; and the judgments made on it (the
 //! fencing check, overlaps, idle stretches).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::figures::Figures;
 use super::op::{ClientId, Verdict};
 use crate::primitive::Primitive;
+
+/// How long an ended holding's span is kept to judge holdings reported
+/// later (monotonic nanoseconds past its end, on the newest arrival's
+/// clock). Forgetting a span can only hide an over-grant, never make one
+/// up; no report reaches the register this late after its claim.
+const SPAN_HORIZON_NS: u64 = 120_000_000_000;
+
+/// The stretch in which a holding was certainly held: from its first
+/// "held" (its acquisition had returned) to its last (before any release,
+/// loss or lease end the client knew of). Half-open: a span ending at the
+/// instant another begins does not share that instant with it (ends come
+/// first); a span claimed once holds for that one instant (a nanosecond).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Span {
+    from: u64,
+    to: u64,
+}
+
+impl Span {
+    /// The end of the span, exclusive.
+    fn end(&self) -> u64 {
+        self.to.max(self.from.saturating_add(1))
+    }
+
+    /// Whether it holds at `at`.
+    fn holds_at(&self, at: u64) -> bool {
+        self.from <= at && at < self.end()
+    }
+
+    /// Whether it shares an instant with `other`.
+    fn meets(&self, other: &Span) -> bool {
+        self.from < other.end() && other.from < self.end()
+    }
+}
 
 /// One client's current holding of a key.
 #[derive(Debug)]
@@ -21,6 +55,16 @@ pub(super) struct Holding {
     overlapped: bool,
 }
 
+impl Holding {
+    /// The stretch in which it was certainly held, so far.
+    fn span(&self) -> Span {
+        Span {
+            from: self.first_claim,
+            to: self.last_claim,
+        }
+    }
+}
+
 /// One key of the run: its holders, its waiters and the highest token
 /// presented for it.
 #[derive(Debug)]
@@ -31,6 +75,10 @@ pub(super) struct KeyState {
     /// Who presented `highest`.
     highest_from: Option<ClientId>,
     pub(super) holdings: BTreeMap<ClientId, Holding>,
+    /// The spans of holdings that ended (released, lost, their client
+    /// killed) within [`SPAN_HORIZON_NS`], roughly in the order they
+    /// ended; kept where holders are counted ([`timeline`](Self::timeline)).
+    ended: VecDeque<Span>,
     pub(super) waiting: BTreeSet<ClientId>,
     /// Since when someone waits while the key has room, if so.
     pub(super) idle_since: Option<u64>,
@@ -51,6 +99,7 @@ impl KeyState {
             highest: None,
             highest_from: None,
             holdings: BTreeMap::new(),
+            ended: VecDeque::new(),
             waiting: BTreeSet::new(),
             idle_since: None,
         }
@@ -81,6 +130,7 @@ impl KeyState {
             && self.highest.is_some_and(|highest| token <= highest)
             && self.highest_from != Some(client);
         figures.token_regressions += u64::from(regressed);
+        self.close(client, arrival);
         self.holdings.insert(
             client,
             Holding {
@@ -107,21 +157,45 @@ impl KeyState {
         }
     }
 
-    /// Whether more than `limit` holdings certainly held at one moment of
-    /// `client`'s span (from its first "held" to its last): the most
-    /// spans overlap at the start of one of them.
+    /// Whether the key is judged on the timeline of its holders' spans:
+    /// a semaphore (a lock is judged by its takeovers).
+    fn timeline(&self) -> bool {
+        self.limit > 1
+    }
+
+    /// `client`'s holding ended (released, lost, its client killed) when
+    /// its report arrived at `arrival`: its span joins the timeline.
+    pub(super) fn close(&mut self, client: ClientId, arrival: u64) {
+        let Some(holding) = self.holdings.remove(&client) else {
+            return;
+        };
+        if !self.timeline() {
+            return;
+        }
+        self.ended.push_back(holding.span());
+        while (self.ended.front())
+            .is_some_and(|span| span.to.saturating_add(SPAN_HORIZON_NS) < arrival)
+        {
+            self.ended.pop_front();
+        }
+    }
+
+    /// Whether more than `limit` holdings certainly held at one instant
+    /// of `client`'s span, counting the spans of holdings still open and
+    /// of those that ended: the count within its span is highest where
+    /// one of them (or its own) begins.
     fn crowded(&self, client: ClientId) -> bool {
         let Some(me) = self.holdings.get(&client) else {
             return false;
         };
-        let holding_at = |at: u64| {
-            (self.holdings.values()).filter(move |h| h.first_claim <= at && at <= h.last_claim)
-        };
-        self.holdings
-            .values()
-            .map(|h| h.first_claim)
-            .filter(|&at| me.first_claim <= at && at <= me.last_claim)
-            .any(|at| holding_at(at).count() > self.limit)
+        let mine = me.span();
+        let near: Vec<Span> = (self.holdings.values().map(Holding::span))
+            .chain(self.ended.iter().copied())
+            .filter(|span| span.meets(&mine))
+            .collect();
+        (near.iter())
+            .map(|span| span.from.max(mine.from))
+            .any(|at| near.iter().filter(|span| span.holds_at(at)).count() > self.limit)
     }
 
     /// The fencing check for an operation with `token` from `client`,

@@ -14,10 +14,15 @@
 //!   after the moment `claim`) although another client had begun holding
 //!   the same key before that moment; for a semaphore of `limit` permits
 //!   (see [`primitive`](crate::primitive)), more than `limit` clients
-//!   certainly held a permit at one moment: each held from the moment it
-//!   first reported its permit held (it was taken before) until the last
-//!   moment its guard said "held", and more than `limit` of these spans
-//!   share a moment (counted once per holding that reports it);
+//!   certainly held a permit at one instant. A permit is certainly held
+//!   over its span: from the first moment its guard said "held" (its
+//!   acquisition had returned granted) to the last one (before it began
+//!   its release, was told of a loss, or saw its lease end). Spans of
+//!   ended holdings (released, lost, killed) are kept, so the count is
+//!   over the whole timeline of grants and ends, not only the holdings
+//!   still open; an end and a start at the same instant are ordered end
+//!   first. Counted once per holding whose report shows it in such an
+//!   instant;
 //! * an **unsafe write accepted**: the fencing check let through a write
 //!   from a holder another client had already replaced (its token was not
 //!   lower: tokens went backwards), or a token another client had used;
@@ -81,12 +86,12 @@ impl State {
                 (key, verdict)
             }
             Op::End { key } => {
-                KeyState::of_key(keys, &key).holdings.remove(&client);
+                KeyState::of_key(keys, &key).close(client, arrival);
                 (key, Verdict::Accepted)
             }
             Op::Lost { key } => {
                 figures.losses += 1;
-                KeyState::of_key(keys, &key).holdings.remove(&client);
+                KeyState::of_key(keys, &key).close(client, arrival);
                 (key, Verdict::Accepted)
             }
         }
@@ -160,7 +165,11 @@ impl Register {
     /// Forgets `client` (its process was killed): it holds and waits for
     /// nothing from now on.
     pub fn gone(&self, client: ClientId) {
-        let arrival = now_ns();
+        self.gone_at(client, now_ns());
+    }
+
+    /// Forgets `client` as if killed at `arrival`.
+    fn gone_at(&self, client: ClientId, arrival: u64) {
         let mut state = self.lock();
         let State {
             keys,
@@ -170,7 +179,7 @@ impl Register {
         } = &mut *state;
         trail.record(arrival, format_args!("client {client}: gone (killed)"));
         for entry in keys.values_mut() {
-            entry.holdings.remove(&client);
+            entry.close(client, arrival);
             entry.waiting.remove(&client);
             entry.track_idle(arrival, longest_idle_ns);
         }

@@ -181,3 +181,131 @@ fn the_longest_wait_while_nobody_holds_is_kept() {
     assert_eq!(r.figures().longest_idle_wait_ms, 7);
     assert_eq!(r.figures().losses, 1);
 }
+
+const SEM: &str = "permits-2-0";
+
+fn lost(key: &str) -> Op {
+    Op::Lost { key: key.into() }
+}
+
+/// Client `client` begins a permit of [`SEM`] claimed at `from` and
+/// claims it again at `to` (each arriving a nanosecond later).
+fn hold_permit(r: &Register, client: ClientId, from: u64, to: u64) {
+    r.apply_at(client, begin(SEM, u64::from(client), from), from + 1);
+    r.apply_at(client, write(SEM, u64::from(client), to), to + 1);
+}
+
+#[test]
+fn staggered_permits_three_held_at_once_are_an_overlap_after_the_first_ended() {
+    // Limit 2; held 10–20, 12–22, 14–24: all three during 14–20.
+    let r = Register::new();
+    r.apply_at(1, begin(SEM, 1, 10), 11);
+    r.apply_at(2, begin(SEM, 2, 12), 13);
+    r.apply_at(3, begin(SEM, 3, 14), 15);
+    r.apply_at(1, write(SEM, 1, 20), 21);
+    r.apply_at(1, end(SEM), 22);
+    assert_eq!(r.figures().overlaps, 0);
+    // Client 2's report shows it held through 14, beside 1 and 3.
+    r.apply_at(2, write(SEM, 2, 22), 23);
+    assert_eq!(r.figures().overlaps, 1);
+    r.apply_at(2, end(SEM), 24);
+    // Client 3's too (counted once per holding whose report shows it).
+    r.apply_at(3, write(SEM, 3, 24), 25);
+    r.apply_at(3, end(SEM), 26);
+    assert_eq!(r.figures().overlaps, 2);
+}
+
+#[test]
+fn a_permit_reported_late_is_judged_at_its_claim_against_ended_holdings() {
+    let r = Register::new();
+    hold_permit(&r, 1, 10, 20);
+    r.apply_at(1, end(SEM), 21);
+    hold_permit(&r, 2, 12, 22);
+    r.apply_at(2, end(SEM), 23);
+    // Client 3's acquisition returned before 14; its report arrives at 30.
+    r.apply_at(3, begin(SEM, 3, 14), 30);
+    assert_eq!(r.figures().overlaps, 1);
+}
+
+#[test]
+fn permits_ending_where_others_begin_are_not_counted_together() {
+    // 10–20, 20–30, 20–30 with limit 2: an end and a start at the same
+    // instant are ordered end first, so at most 2 hold at any instant.
+    let r = Register::new();
+    r.apply_at(1, begin(SEM, 1, 10), 11);
+    r.apply_at(1, write(SEM, 1, 20), 21);
+    r.apply_at(2, begin(SEM, 2, 20), 22);
+    r.apply_at(3, begin(SEM, 3, 20), 23);
+    r.apply_at(1, end(SEM), 24);
+    r.apply_at(2, write(SEM, 2, 30), 31);
+    r.apply_at(3, write(SEM, 3, 30), 32);
+    assert_nothing_unsafe(&r);
+}
+
+#[test]
+fn a_lost_permit_counts_until_its_last_claim() {
+    let r = Register::new();
+    r.apply_at(1, begin(SEM, 1, 10), 11);
+    r.apply_at(2, begin(SEM, 2, 12), 13);
+    r.apply_at(3, begin(SEM, 3, 20), 21);
+    // Client 1 said "held" at 30, then was told of the loss.
+    r.apply_at(1, write(SEM, 1, 30), 31);
+    r.apply_at(1, lost(SEM), 32);
+    // Client 2 held from 12 to 40: at 20, three held.
+    r.apply_at(2, write(SEM, 2, 40), 41);
+    assert_eq!(r.figures().overlaps, 1);
+}
+
+#[test]
+fn a_lost_permit_does_not_count_after_its_last_claim() {
+    let r = Register::new();
+    hold_permit(&r, 1, 10, 30);
+    r.apply_at(2, begin(SEM, 2, 12), 13);
+    // Client 3 takes the permit client 1 lost; 1 hears of it only at 60.
+    r.apply_at(3, begin(SEM, 3, 35), 36);
+    r.apply_at(3, write(SEM, 3, 45), 46);
+    r.apply_at(2, write(SEM, 2, 50), 51);
+    r.apply_at(1, lost(SEM), 60);
+    r.apply_at(2, write(SEM, 2, 70), 71);
+    r.apply_at(3, write(SEM, 3, 70), 72);
+    assert_nothing_unsafe(&r);
+    assert_eq!(r.figures().losses, 1);
+}
+
+#[test]
+fn a_killed_permit_holders_span_still_counts() {
+    let r = Register::new();
+    hold_permit(&r, 1, 10, 30);
+    r.apply_at(2, begin(SEM, 2, 12), 13);
+    r.apply_at(3, begin(SEM, 3, 20), 21);
+    r.gone_at(1, 31);
+    r.apply_at(2, write(SEM, 2, 40), 41);
+    assert_eq!(r.figures().overlaps, 1);
+}
+
+#[test]
+fn short_permits_handed_on_beside_a_long_one_never_exceed_the_limit() {
+    let r = Register::new();
+    hold_permit(&r, 1, 10, 100);
+    for client in 2..10 {
+        let from = u64::from(client) * 10;
+        hold_permit(&r, client, from, from + 10);
+        r.apply_at(client, end(SEM), from + 11);
+    }
+    r.apply_at(1, write(SEM, 1, 110), 111);
+    assert_nothing_unsafe(&r);
+}
+
+#[test]
+fn locks_are_still_judged_by_takeovers_only() {
+    let r = taken_over();
+    // Client 1 ended before the takeover was reported: no span is kept
+    // for a lock, and nothing is counted.
+    r.apply_at(1, end("k"), 22);
+    assert_eq!(r.apply_at(2, write("k", 2, 30), 31), Verdict::Accepted);
+    assert_nothing_unsafe(&r);
+    // A late claim from a replaced holder is still an overlap.
+    let r = taken_over();
+    assert_eq!(r.apply_at(1, write("k", 1, 25), 26), Verdict::Stale);
+    assert_eq!(r.figures().overlaps, 1);
+}
