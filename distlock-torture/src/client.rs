@@ -1,6 +1,7 @@
-//! What every client does: take a key (lock it, lead its election or take
-//! one of its permits), present its token, write with it a few times
-//! while its guard says the hold is ours, release; again.
+//! What every client does: take a key (lock it, lead its election, take
+//! one of its permits, or read or write-lock it), present its token, write
+//! with it (a reader: check its read) a few times while its guard says
+//! the hold is ours, release; again.
 
 use std::time::Duration;
 
@@ -77,7 +78,7 @@ pub async fn run(
     Ok(())
 }
 
-/// One holding: present the token, write, release.
+/// One holding: present the token, write (a reader: read), release.
 async fn hold(
     guard: &Hold,
     key: &str,
@@ -85,11 +86,22 @@ async fn hold(
     workload: &Workload,
 ) -> Result<(), String> {
     let token = guard.token();
+    let reads = guard.reads();
     let (length, writes) = workload.holding();
-    let begin = |claim| Op::Begin {
-        key: key.into(),
-        token,
-        claim,
+    let begin = |claim| {
+        if reads {
+            Op::BeginRead {
+                key: key.into(),
+                token,
+                claim,
+            }
+        } else {
+            Op::Begin {
+                key: key.into(),
+                token,
+                claim,
+            }
+        }
     };
     let Some(mut verdict) = claim_while_held(guard, key, register, begin).await? else {
         return Ok(());
@@ -99,10 +111,20 @@ async fn hold(
             break;
         }
         tokio::time::sleep(length / writes).await;
-        let write = |claim| Op::Write {
-            key: key.into(),
-            token,
-            claim,
+        let write = |claim| {
+            if reads {
+                Op::Read {
+                    key: key.into(),
+                    token,
+                    claim,
+                }
+            } else {
+                Op::Write {
+                    key: key.into(),
+                    token,
+                    claim,
+                }
+            }
         };
         match claim_while_held(guard, key, register, write).await? {
             Some(next) => verdict = next,

@@ -1,10 +1,11 @@
-//! What a key of a run is: a lock, an election or a semaphore, told by its
-//! name, so that every client process and the register agree without
-//! being told separately.
+//! What a key of a run is: a lock, an election, a semaphore or a
+//! read-write lock, told by its name, so that every client process and
+//! the register agree without being told separately.
 //!
 //! `key-<n>` is a lock, `leader-<n>` an election (its leader holds it, the
 //! term is the token), `permits-<limit>-<n>` a semaphore with `limit`
-//! permits (each permit holder holds it).
+//! permits (each permit holder holds it), `rw-<n>` a read-write lock
+//! (taken as a reader or as the writer).
 
 use distlock::{Leadership, LockError, LockGuard, LockOptions, Locker};
 
@@ -23,6 +24,8 @@ pub enum Primitive {
         /// The permits.
         limit: u32,
     },
+    /// A read-write lock: many readers or one writer.
+    ReadWrite,
 }
 
 impl Primitive {
@@ -31,6 +34,9 @@ impl Primitive {
     pub fn of(key: &str) -> Self {
         if key.starts_with("leader-") {
             return Primitive::Election;
+        }
+        if key.starts_with("rw-") {
+            return Primitive::ReadWrite;
         }
         let limit = key
             .strip_prefix("permits-")
@@ -42,38 +48,53 @@ impl Primitive {
         }
     }
 
-    /// How many may hold it at once.
+    /// How many may hold it at once (a read-write lock: writers).
     pub fn limit(self) -> u32 {
         match self {
-            Primitive::Lock | Primitive::Election => 1,
+            Primitive::Lock | Primitive::Election | Primitive::ReadWrite => 1,
             Primitive::Semaphore { limit } => limit,
         }
     }
 }
 
-/// The keys of a run: `locks` locks, one election, and one semaphore of
-/// [`SEMAPHORE_LIMIT`] permits where the store has semaphores.
-pub fn keys(locks: usize, semaphores: bool) -> Vec<String> {
+/// Of the holds of a read-write lock, how many in [`READERS_OUT_OF`] are
+/// taken as a reader (the others as the writer).
+pub const READERS: u32 = 2;
+
+/// See [`READERS`].
+pub const READERS_OUT_OF: u32 = 3;
+
+/// The keys of a run: `locks` locks, one election, one semaphore of
+/// [`SEMAPHORE_LIMIT`] permits where the store has semaphores, and one
+/// read-write lock where it has read locks (`shared_locks`).
+pub fn keys(locks: usize, semaphores: bool, shared_locks: bool) -> Vec<String> {
     let mut keys: Vec<String> = (0..locks.max(1)).map(|i| format!("key-{i}")).collect();
     keys.push("leader-0".to_owned());
     if semaphores {
         keys.push(format!("permits-{SEMAPHORE_LIMIT}-0"));
     }
+    if shared_locks {
+        keys.push("rw-0".to_owned());
+    }
     keys
 }
 
-/// A hold of one key: a lock's or a permit's guard, or a leadership.
+/// A hold of one key: a lock's, a permit's or a writer's guard, a
+/// reader's guard, or a leadership.
 #[derive(Debug)]
 pub enum Hold {
-    /// A lock or a permit.
+    /// A lock, a permit or a read-write lock's write side.
     Guard(LockGuard),
+    /// A read lock of a read-write lock (shared with other readers).
+    Reader(LockGuard),
     /// A leadership (resigned on release).
     Leader(Leadership),
 }
 
 impl Hold {
     /// Takes `key` as its primitive says, waiting as `options` allow;
-    /// `me` is the value a leader proclaims.
+    /// `me` is the value a leader proclaims. A read-write lock is taken
+    /// as a reader [`READERS`] times in [`READERS_OUT_OF`], at random.
     pub async fn take(
         locker: &Locker,
         key: &str,
@@ -88,13 +109,26 @@ impl Hold {
             Primitive::Semaphore { limit } => {
                 Hold::Guard(locker.semaphore(key, limit)?.acquire_with(options).await?)
             }
+            Primitive::ReadWrite => {
+                let rw = locker.rwlock(key)?;
+                if fastrand::u32(..READERS_OUT_OF) < READERS {
+                    Hold::Reader(rw.read_with(options).await?)
+                } else {
+                    Hold::Guard(rw.write_with(options).await?)
+                }
+            }
         })
+    }
+
+    /// Whether it is a read lock (shared with other readers).
+    pub fn reads(&self) -> bool {
+        matches!(self, Hold::Reader(_))
     }
 
     /// The fencing token (a leader's term).
     pub fn token(&self) -> u64 {
         match self {
-            Hold::Guard(guard) => guard.token().get(),
+            Hold::Guard(guard) | Hold::Reader(guard) => guard.token().get(),
             Hold::Leader(leadership) => leadership.term().get(),
         }
     }
@@ -102,7 +136,7 @@ impl Hold {
     /// Whether the hold is still ours, as far as the client knows.
     pub fn is_held(&self) -> bool {
         match self {
-            Hold::Guard(guard) => guard.is_held(),
+            Hold::Guard(guard) | Hold::Reader(guard) => guard.is_held(),
             Hold::Leader(leadership) => leadership.is_held(),
         }
     }
@@ -110,7 +144,7 @@ impl Hold {
     /// Releases (resigns) it.
     pub async fn release(self) -> Result<(), LockError> {
         match self {
-            Hold::Guard(guard) => guard.release().await,
+            Hold::Guard(guard) | Hold::Reader(guard) => guard.release().await,
             Hold::Leader(leadership) => leadership.resign().await,
         }
     }
@@ -129,8 +163,10 @@ mod tests {
             Primitive::Semaphore { limit: 2 }
         );
         assert_eq!(Primitive::of("permits-x-0"), Primitive::Lock);
-        let all = keys(2, true);
-        assert_eq!(all, ["key-0", "key-1", "leader-0", "permits-2-0"]);
-        assert_eq!(keys(1, false), ["key-0", "leader-0"]);
+        assert_eq!(Primitive::of("rw-0"), Primitive::ReadWrite);
+        let all = keys(2, true, true);
+        assert_eq!(all, ["key-0", "key-1", "leader-0", "permits-2-0", "rw-0"]);
+        assert_eq!(keys(1, false, false), ["key-0", "leader-0"]);
+        assert_eq!(keys(1, false, true), ["key-0", "leader-0", "rw-0"]);
     }
 }

@@ -45,11 +45,12 @@ pub async fn run(plan: &Plan) -> Result<Row, String> {
         &namespace,
         plan.ttl,
     );
-    let semaphores = connect(&task_url, plan.ttl)
-        .await?
-        .capabilities()
-        .semaphores;
-    let keys = primitive::keys(plan.keys, semaphores);
+    let capabilities = connect(&task_url, plan.ttl).await?.capabilities();
+    let keys = primitive::keys(
+        plan.keys,
+        capabilities.semaphores,
+        capabilities.shared_locks,
+    );
     let workload = Arc::new(Workload {
         keys: keys.clone(),
         ttl: plan.ttl,
@@ -223,6 +224,7 @@ async fn held_on(checker: &Locker, key: &str) -> Result<u64, distlock::LockError
         Primitive::Semaphore { limit } => {
             checker.semaphore(key, limit)?.holders().await?.len() as u64
         }
+        Primitive::ReadWrite => checker.holders(key).await?.len() as u64,
         Primitive::Lock | Primitive::Election => u64::from(checker.inspect(key).await?.is_some()),
     })
 }

@@ -5,13 +5,14 @@ use serde::{Deserialize, Serialize};
 /// What a run did, as counted by the register.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Figures {
-    /// Holds taken (`Begin` operations): locks, leaderships and permits.
+    /// Holds taken (`Begin` and `BeginRead` operations): locks,
+    /// leaderships, permits, and read-write locks' writers and readers.
     pub acquisitions: u64,
     /// Of those, leaderships won.
     pub leaderships: u64,
     /// Of those, semaphore permits taken.
     pub permits: u64,
-    /// Writes the fencing check accepted.
+    /// Writes the fencing check accepted (not readers' reads).
     pub writes_accepted: u64,
     /// Operations refused because a newer holder had presented a higher
     /// token: a replaced holder fenced off.
@@ -20,7 +21,10 @@ pub struct Figures {
     /// with a token another client had used.
     pub unsafe_accepted: u64,
     /// Holders that reported their lock held after another client had
-    /// begun holding it (counted once per replaced holding).
+    /// begun holding it (counted once per replaced holding); and holdings
+    /// whose report shows, at one instant, more permit holders than a
+    /// semaphore has permits, or a read-write lock's writer beside
+    /// anyone (counted once per such holding).
     pub overlaps: u64,
     /// New holders whose token was not above one presented before.
     pub token_regressions: u64,

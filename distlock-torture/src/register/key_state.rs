@@ -1,6 +1,11 @@
 //! One key as the register sees it: who holds it since when, who waits,
 //! the highest token presented; and the judgments made on it (the
 //! fencing check, overlaps, idle stretches).
+//!
+//! A read-write lock is judged as a lock for its writers (one at a time,
+//! fenced by the highest token) and on the timeline of every holder's
+//! span for its readers: a reader certainly holding at an instant where a
+//! writer certainly holds is an overlap, readers side by side are not.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -23,6 +28,8 @@ const SPAN_HORIZON_NS: u64 = 120_000_000_000;
 pub(super) struct Span {
     from: u64,
     to: u64,
+    /// A reader's (of a read-write lock).
+    shared: bool,
 }
 
 impl Span {
@@ -42,10 +49,22 @@ impl Span {
     }
 }
 
+/// What an operation with a token says: the guard's `token`, the
+/// moment `claim` after which it said "held", and whether it is a read
+/// lock's (`reads`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Held {
+    pub(super) token: u64,
+    pub(super) claim: u64,
+    pub(super) reads: bool,
+}
+
 /// One client's current holding of a key.
 #[derive(Debug)]
 pub(super) struct Holding {
     token: u64,
+    /// A reader's (of a read-write lock).
+    shared: bool,
     /// When its guard first said "held" (the hold was taken before).
     first_claim: u64,
     /// When its guard last said "held".
@@ -61,6 +80,7 @@ impl Holding {
         Span {
             from: self.first_claim,
             to: self.last_claim,
+            shared: self.shared,
         }
     }
 }
@@ -69,9 +89,13 @@ impl Holding {
 /// presented for it.
 #[derive(Debug)]
 pub(super) struct KeyState {
-    /// How many may hold the key at once.
+    primitive: Primitive,
+    /// How many may hold the key at once (of a read-write lock: writers).
     limit: usize,
+    /// The highest token a write presented.
     highest: Option<u64>,
+    /// The highest token a read presented (a write below it is stale).
+    highest_read: Option<u64>,
     /// Who presented `highest`.
     highest_from: Option<ClientId>,
     pub(super) holdings: BTreeMap<ClientId, Holding>,
@@ -94,9 +118,12 @@ impl KeyState {
     }
 
     fn of(key: &str) -> Self {
+        let primitive = Primitive::of(key);
         Self {
-            limit: Primitive::of(key).limit() as usize,
+            primitive,
+            limit: primitive.limit() as usize,
             highest: None,
+            highest_read: None,
             highest_from: None,
             holdings: BTreeMap::new(),
             ended: VecDeque::new(),
@@ -107,60 +134,78 @@ impl KeyState {
 }
 
 impl KeyState {
-    /// `client` begins holding the key (`key`) with `token`, its guard
-    /// having said "held" after `claim`; the operation arrived at
-    /// `arrival`. Counts the acquisition and what it shows, and returns
-    /// the fencing check's verdict.
+    /// `client` begins holding the key as `held` says (a reader if
+    /// `held.reads`); the operation arrived at `arrival`. Counts the
+    /// acquisition and what it shows, and returns the fencing check's
+    /// verdict.
     pub(super) fn begin(
         &mut self,
-        key: &str,
         client: ClientId,
-        (token, claim): (u64, u64),
+        held: Held,
         arrival: u64,
         figures: &mut Figures,
     ) -> Verdict {
         figures.acquisitions += 1;
-        match Primitive::of(key) {
+        match self.primitive {
             Primitive::Election => figures.leaderships += 1,
             Primitive::Semaphore { .. } => figures.permits += 1,
-            Primitive::Lock => {}
+            Primitive::Lock | Primitive::ReadWrite => {}
         }
         self.waiting.remove(&client);
         let regressed = self.limit == 1
-            && self.highest.is_some_and(|highest| token <= highest)
+            && self.highest.is_some_and(|highest| held.token <= highest)
             && self.highest_from != Some(client);
         figures.token_regressions += u64::from(regressed);
         self.close(client, arrival);
         self.holdings.insert(
             client,
             Holding {
-                token,
-                first_claim: claim,
-                last_claim: claim,
+                token: held.token,
+                shared: held.reads,
+                first_claim: held.claim,
+                last_claim: held.claim,
                 replaced_at: None,
                 overlapped: false,
             },
         );
         if self.limit == 1 {
-            self.replace_others(client, arrival);
+            self.replace_others(client, held.reads, arrival);
         }
-        self.fenced(client, token, claim, figures)
+        self.fenced(client, held, figures)
     }
 
-    /// `newcomer` just began holding a lock: the other holder, if any,
-    /// must have lost it by now.
-    fn replace_others(&mut self, newcomer: ClientId, arrival: u64) {
+    /// `newcomer` just began holding a lock (a read lock if `reads`): the
+    /// other holder, if any, must have lost it by now (a reader: only a
+    /// writer must have).
+    fn replace_others(&mut self, newcomer: ClientId, reads: bool, arrival: u64) {
         for (id, holding) in &mut self.holdings {
-            if *id != newcomer && holding.replaced_at.is_none() {
+            let excluded = !(reads && holding.shared);
+            if *id != newcomer && excluded && holding.replaced_at.is_none() {
                 holding.replaced_at = Some(arrival);
             }
         }
     }
 
     /// Whether the key is judged on the timeline of its holders' spans:
-    /// a semaphore (a lock is judged by its takeovers).
+    /// a semaphore or a read-write lock (a lock is judged by its
+    /// takeovers).
     fn timeline(&self) -> bool {
-        self.limit > 1
+        self.limit > 1 || self.primitive == Primitive::ReadWrite
+    }
+
+    /// Whether `held`, the spans holding at one instant, are more than
+    /// the key allows: more than `limit` permits, or a writer beside
+    /// anyone.
+    fn too_many<'a>(&self, held: impl Iterator<Item = &'a Span>) -> bool {
+        let (mut all, mut writers) = (0, 0);
+        for span in held {
+            all += 1;
+            writers += usize::from(!span.shared);
+        }
+        match self.primitive {
+            Primitive::ReadWrite => writers > 0 && all > 1,
+            _ => all > self.limit,
+        }
     }
 
     /// `client`'s holding ended (released, lost, its client killed) when
@@ -180,10 +225,10 @@ impl KeyState {
         }
     }
 
-    /// Whether more than `limit` holdings certainly held at one instant
-    /// of `client`'s span, counting the spans of holdings still open and
-    /// of those that ended: the count within its span is highest where
-    /// one of them (or its own) begins.
+    /// Whether more holdings than the key allows ([`too_many`](Self::too_many))
+    /// certainly held at one instant of `client`'s span, counting the
+    /// spans of holdings still open and of those that ended: the holders
+    /// within its span are most where one of them (or its own) begins.
     fn crowded(&self, client: ClientId) -> bool {
         let Some(me) = self.holdings.get(&client) else {
             return false;
@@ -195,18 +240,24 @@ impl KeyState {
             .collect();
         (near.iter())
             .map(|span| span.from.max(mine.from))
-            .any(|at| near.iter().filter(|span| span.holds_at(at)).count() > self.limit)
+            .any(|at| self.too_many(near.iter().filter(|span| span.holds_at(at))))
     }
 
-    /// The fencing check for an operation with `token` from `client`,
-    /// whose guard said "held" after `claim`; counts what it shows.
+    /// The fencing check for an operation from `client` as `held` says
+    /// (a read if `held.reads`); counts what it shows. A write below the
+    /// highest token presented by a write or a read is stale; a read,
+    /// below the highest presented by a write.
     pub(super) fn fenced(
         &mut self,
         client: ClientId,
-        token: u64,
-        claim: u64,
+        held: Held,
         figures: &mut Figures,
     ) -> Verdict {
+        let Held {
+            token,
+            claim,
+            reads,
+        } = held;
         let replaced_at = match self.holdings.get_mut(&client) {
             Some(holding) => {
                 holding.last_claim = holding.last_claim.max(claim);
@@ -224,18 +275,22 @@ impl KeyState {
             }
             None => None,
         };
-        if self.limit > 1 {
-            if self.crowded(client) {
-                if let Some(holding) = self.holdings.get_mut(&client) {
-                    figures.overlaps += u64::from(!holding.overlapped);
-                    holding.overlapped = true;
-                }
+        if self.timeline() && self.crowded(client) {
+            if let Some(holding) = self.holdings.get_mut(&client) {
+                figures.overlaps += u64::from(!holding.overlapped);
+                holding.overlapped = true;
             }
+        }
+        if self.limit > 1 {
             // Permits are held side by side: no single highest token.
             return Verdict::Accepted;
         }
-        let stale = self.highest.is_some_and(|highest| token < highest);
-        if stale {
+        let floor = if reads {
+            self.highest
+        } else {
+            self.highest.max(self.highest_read)
+        };
+        if floor.is_some_and(|floor| token < floor) {
             figures.stale_rejected += 1;
             return Verdict::Stale;
         }
@@ -243,8 +298,12 @@ impl KeyState {
         if replaced_at.is_some() || shared_token {
             figures.unsafe_accepted += 1;
         }
-        self.highest = Some(token);
-        self.highest_from = Some(client);
+        if reads {
+            self.highest_read = self.highest_read.max(Some(token));
+        } else {
+            self.highest = Some(token);
+            self.highest_from = Some(client);
+        }
         Verdict::Accepted
     }
 

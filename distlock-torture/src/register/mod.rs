@@ -29,9 +29,16 @@
 //! * a **token regression**: a new holder got a token not above one already
 //!   presented by someone else.
 //!
-//! The fencing checks apply to locks and elections (one holder at a
-//! time); permits of a semaphore are held side by side, so their writes
-//! are only judged for overlaps. It also counts stale writes rejected
+//! A read-write lock's readers report [`Op::BeginRead`] and fenced reads
+//! ([`Op::Read`]); a reader's span sharing an instant with a writer's is
+//! an overlap, judged on the same timeline as a semaphore's permits,
+//! readers side by side are not. Its writers are judged as a lock's
+//! holders; a write below the highest token a read presented is stale,
+//! and so is a read below the highest token a write presented.
+//!
+//! The fencing checks apply to locks, elections and read-write locks (one
+//! holder, or readers, at a time); permits of a semaphore are held side
+//! by side, so their writes are only judged for overlaps. It also counts stale writes rejected
 //! (what fencing is for), losses signalled, and the longest stretch in
 //! which some client waited while the key had room (nobody held a lock;
 //! fewer than `limit` held permits).
@@ -46,7 +53,7 @@ use std::sync::Mutex;
 use crate::clock::now_ns;
 use crate::trail::Trail;
 pub use figures::Figures;
-use key_state::KeyState;
+use key_state::{Held, KeyState};
 use op::describe;
 pub use op::{ClientId, Op, Verdict};
 
@@ -64,6 +71,7 @@ impl State {
     /// the figures: the key and the verdict.
     fn judge(&mut self, client: ClientId, op: Op, arrival: u64) -> (String, Verdict) {
         let Self { keys, figures, .. } = self;
+        let reads = matches!(op, Op::BeginRead { .. } | Op::Read { .. });
         match op {
             Op::Waiting { key } => {
                 KeyState::of_key(keys, &key).waiting.insert(client);
@@ -74,15 +82,26 @@ impl State {
                 KeyState::of_key(keys, &key).waiting.remove(&client);
                 (key, Verdict::Accepted)
             }
-            Op::Begin { key, token, claim } => {
+            Op::Begin { key, token, claim } | Op::BeginRead { key, token, claim } => {
+                let held = Held {
+                    token,
+                    claim,
+                    reads,
+                };
                 let entry = KeyState::of_key(keys, &key);
-                let verdict = entry.begin(&key, client, (token, claim), arrival, figures);
+                let verdict = entry.begin(client, held, arrival, figures);
                 (key, verdict)
             }
-            Op::Write { key, token, claim } => {
+            Op::Write { key, token, claim } | Op::Read { key, token, claim } => {
+                let held = Held {
+                    token,
+                    claim,
+                    reads,
+                };
                 let entry = KeyState::of_key(keys, &key);
-                let verdict = entry.fenced(client, token, claim, figures);
-                figures.writes_accepted += u64::from(verdict == Verdict::Accepted);
+                let verdict = entry.fenced(client, held, figures);
+                let written = verdict == Verdict::Accepted && !held.reads;
+                figures.writes_accepted += u64::from(written);
                 (key, verdict)
             }
             Op::End { key } => {

@@ -40,6 +40,26 @@ pub enum Op {
         /// Monotonic nanoseconds read just before the guard was asked.
         claim: u64,
     },
+    /// Holds a read lock of the read-write lock `key` with `token` (shared
+    /// with other readers); its guard said "held" after `claim`.
+    BeginRead {
+        /// The read-write lock's key.
+        key: String,
+        /// The guard's fencing token.
+        token: u64,
+        /// Monotonic nanoseconds read just before the guard was asked.
+        claim: u64,
+    },
+    /// A fenced read of the value under `key`: "I hold a read lock with
+    /// `token`"; the guard said "held" after `claim`.
+    Read {
+        /// The read-write lock's key.
+        key: String,
+        /// The guard's fencing token.
+        token: u64,
+        /// Monotonic nanoseconds read just before the guard was asked.
+        claim: u64,
+    },
     /// Done with `key`: sent before the release.
     End {
         /// The lock's key.
@@ -73,6 +93,14 @@ pub(super) fn describe(client: ClientId, op: &Op, trail: &Trail) -> String {
         ),
         Op::Write { key, token, claim } => format!(
             "client {client}: writes `{key}` with token {token} (held at {})",
+            trail.ms(*claim)
+        ),
+        Op::BeginRead { key, token, claim } => format!(
+            "client {client}: begins reading `{key}` with token {token} (held at {})",
+            trail.ms(*claim)
+        ),
+        Op::Read { key, token, claim } => format!(
+            "client {client}: reads `{key}` with token {token} (held at {})",
             trail.ms(*claim)
         ),
         Op::End { key } => format!("client {client}: ends `{key}`"),

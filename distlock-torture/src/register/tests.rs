@@ -309,3 +309,105 @@ fn locks_are_still_judged_by_takeovers_only() {
     assert_eq!(r.apply_at(1, write("k", 1, 25), 26), Verdict::Stale);
     assert_eq!(r.figures().overlaps, 1);
 }
+
+const RW: &str = "rw-0";
+
+fn begin_read(token: u64, claim: u64) -> Op {
+    Op::BeginRead {
+        key: RW.into(),
+        token,
+        claim,
+    }
+}
+
+fn read(token: u64, claim: u64) -> Op {
+    Op::Read {
+        key: RW.into(),
+        token,
+        claim,
+    }
+}
+
+#[test]
+fn readers_side_by_side_are_fine() {
+    let r = Register::new();
+    r.apply_at(1, begin_read(1, 10), 11);
+    r.apply_at(2, begin_read(2, 12), 13);
+    r.apply_at(3, begin_read(3, 14), 15);
+    assert_eq!(r.apply_at(1, read(1, 20), 21), Verdict::Accepted);
+    assert_eq!(r.apply_at(2, read(2, 22), 23), Verdict::Accepted);
+    r.apply_at(1, end(RW), 24);
+    assert_eq!(r.apply_at(3, read(3, 30), 31), Verdict::Accepted);
+    assert_nothing_unsafe(&r);
+    let f = r.figures();
+    assert_eq!(
+        (f.acquisitions, f.writes_accepted, f.stale_rejected),
+        (3, 0, 0)
+    );
+}
+
+#[test]
+fn a_reader_beside_a_writer_is_an_overlap_even_after_one_ended() {
+    let r = Register::new();
+    r.apply_at(1, begin_read(1, 10), 11);
+    r.apply_at(2, begin(RW, 2, 15), 16);
+    r.apply_at(2, write(RW, 2, 25), 26);
+    r.apply_at(2, end(RW), 27);
+    // The reader's guard said "held" at 20, after the writer began at 15.
+    r.apply_at(1, read(1, 20), 30);
+    assert_eq!(r.figures().overlaps, 1);
+}
+
+#[test]
+fn a_writer_beginning_inside_an_ended_readers_span_is_an_overlap() {
+    let r = Register::new();
+    r.apply_at(1, begin_read(1, 10), 11);
+    r.apply_at(1, read(1, 20), 21);
+    r.apply_at(1, end(RW), 22);
+    // The writer's acquisition returned before 15; its report comes late.
+    r.apply_at(2, begin(RW, 2, 15), 30);
+    assert_eq!(r.figures().overlaps, 1);
+}
+
+#[test]
+fn a_writer_after_the_readers_ended_is_fine_and_fences_their_late_reads() {
+    let r = Register::new();
+    r.apply_at(1, begin_read(1, 10), 11);
+    r.apply_at(2, begin_read(2, 12), 13);
+    r.apply_at(1, read(1, 18), 19);
+    r.apply_at(1, end(RW), 20);
+    // Reader 2 lost its lock after 19 (its lease ran out); the writer
+    // takes it.
+    assert_eq!(r.apply_at(3, begin(RW, 3, 22), 23), Verdict::Accepted);
+    assert_eq!(r.apply_at(3, write(RW, 3, 30), 31), Verdict::Accepted);
+    // Reader 2's read, checked at 19, arrives after the writer began:
+    // fenced, and no overlap.
+    assert_eq!(r.apply_at(2, read(2, 19), 32), Verdict::Stale);
+    r.apply_at(2, lost(RW), 33);
+    assert_nothing_unsafe(&r);
+    assert_eq!(r.figures().writes_accepted, 1);
+}
+
+#[test]
+fn two_writers_of_a_read_write_lock_overlapping_are_judged_as_a_lock() {
+    let r = Register::new();
+    r.apply_at(1, begin(RW, 1, 10), 11);
+    r.apply_at(2, begin(RW, 2, 20), 21);
+    // The first writer's guard said "held" after the takeover: fenced,
+    // and an overlap.
+    assert_eq!(r.apply_at(1, write(RW, 1, 30), 31), Verdict::Stale);
+    let f = r.figures();
+    assert_eq!((f.overlaps, f.stale_rejected, f.unsafe_accepted), (1, 1, 0));
+}
+
+#[test]
+fn a_write_below_a_read_already_served_is_stale() {
+    let r = Register::new();
+    r.apply_at(1, begin(RW, 5, 10), 11);
+    // A reader took token 6 while the writer was still (late) writing
+    // with a claim from before the reader began.
+    r.apply_at(1, end(RW), 12);
+    r.apply_at(2, begin_read(6, 20), 21);
+    assert_eq!(r.apply_at(1, write(RW, 5, 11), 22), Verdict::Stale);
+    assert_nothing_unsafe(&r);
+}
