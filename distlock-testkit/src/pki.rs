@@ -17,7 +17,8 @@ use rcgen::{
 
 /// Certificates and keys as PEM files; removed with the value.
 ///
-/// The server certificate names `127.0.0.1` and `localhost`; the client
+/// The server certificate names `127.0.0.1` and `localhost` (those of
+/// [`Pki::generate_for_server_names`] name what they are given); the client
 /// certificate is for client authentication, with common name
 /// `distlock-client`. Both are signed by [`ca`](Self::ca).
 #[derive(Debug)]
@@ -77,6 +78,45 @@ impl Pki {
         let (server_cert, server_key) = leaf(
             &issuer,
             &["127.0.0.1", "localhost"],
+            "distlock-test-server",
+            ExtendedKeyUsagePurpose::ServerAuth,
+        );
+        let (client_cert, client_key) = leaf(
+            &issuer,
+            &[],
+            "distlock-client",
+            ExtendedKeyUsagePurpose::ClientAuth,
+        );
+        let (other_ca, _) = authority("some other CA");
+        let path = dir.path().to_owned();
+        Self {
+            ca: write(&path, "ca.pem", &ca_cert.pem()),
+            server_cert: write(&path, "server.pem", &server_cert),
+            server_key: write(&path, "server.key", &server_key),
+            client_cert: write(&path, "client.pem", &client_cert),
+            client_key: write(&path, "client.key", &client_key),
+            other_ca: write(&path, "other-ca.pem", &other_ca.pem()),
+            _dir: dir,
+        }
+    }
+
+    /// Generates fresh keys and certificates as [`Pki::generate`] does,
+    /// except that the server certificate names `server_names` (subject
+    /// alternative names: host names or IP addresses) instead of
+    /// `127.0.0.1` and `localhost`. With a name the clients do not
+    /// connect by (`other.example`), it is a certificate that is valid
+    /// and signed by the trusted [`ca`](Self::ca), but for another host:
+    /// for testing that clients check the host name.
+    ///
+    /// # Panics
+    ///
+    /// As [`Pki::generate`].
+    pub fn generate_for_server_names(server_names: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("a temporary directory for the PKI");
+        let (ca_cert, issuer) = authority("distlock test CA");
+        let (server_cert, server_key) = leaf(
+            &issuer,
+            server_names,
             "distlock-test-server",
             ExtendedKeyUsagePurpose::ServerAuth,
         );

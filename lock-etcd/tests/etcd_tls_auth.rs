@@ -2,7 +2,8 @@
 //! certificates (`--client-cert-auth`) and has authentication enabled,
 //! with certificates generated here by `rcgen`: the right credentials
 //! work, wrong ones fail with an error that says why (and never shows the
-//! password).
+//! password). A second member presents a certificate of the same CA
+//! issued for another host name, which must be refused as such.
 
 mod common;
 
@@ -167,8 +168,68 @@ async fn an_untrusted_server_certificate_is_refused_clearly() {
     let url = root_url(server, &files(&pki.other_ca, pki));
     let error = connect(&url).await.unwrap_err();
     let text = error.to_string();
-    assert!(text.to_lowercase().contains("certificate"), "{text}");
+    assert!(
+        matches!(error, LockError::InvalidConfig { .. }),
+        "{error:?}"
+    );
+    assert!(
+        text.contains(&format!("etcd at {}", server.addr()))
+            && text.contains("TLS: the server's certificate is not signed by a CA we trust")
+            && text.contains("set tls_ca_file"),
+        "{text}"
+    );
     assert!(!text.contains(PASSWORD), "{text}");
+}
+
+/// A member whose certificate, signed by the CA of the [`Pki`] returned
+/// with it, names only `other.example`: valid and trusted, but not for
+/// `127.0.0.1` or `localhost`. Without authentication: the handshake is
+/// what must fail.
+async fn misnamed_member() -> &'static (Server, Pki) {
+    static MEMBER: OnceCell<(Server, Pki)> = OnceCell::const_new();
+    MEMBER
+        .get_or_init(|| async {
+            let pki = Pki::generate_for_server_names(&["other.example"]);
+            let spec = etcd_tls_spec(
+                "etcd-tls-other-name",
+                pki.ca.clone(),
+                pki.server_cert.clone(),
+                pki.server_key.clone(),
+            )
+            .unwrap();
+            (spec.start().await.unwrap(), pki)
+        })
+        .await
+}
+
+/// Connecting by `127.0.0.1` (an IP address, checked against the
+/// certificate's IP names) or by `localhost` (a DNS name) to a member
+/// whose trusted certificate is for `other.example` is refused, saying it
+/// is the name, not the CA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_for_another_host_name_is_refused_clearly() {
+    let (server, pki) = misnamed_member().await;
+    for host in ["127.0.0.1", "localhost"] {
+        let host = format!("{host}:{}", server.port());
+        let url = format!(
+            "etcds://{host}?ttl=2s&connect_timeout=1s&response_timeout=1s&{}",
+            files(&pki.ca, pki)
+        );
+        let Err(error) = connect(&url).await else {
+            panic!("connected to {host}, whose certificate is for other.example");
+        };
+        let text = error.to_string();
+        assert!(
+            matches!(error, LockError::InvalidConfig { .. }),
+            "{error:?}"
+        );
+        assert!(
+            text.contains(&format!("etcd at {host}"))
+                && text.contains("TLS: the server's certificate is not issued for this host name")
+                && text.contains("connect by a name the certificate lists"),
+            "{text}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

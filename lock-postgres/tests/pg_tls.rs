@@ -2,7 +2,8 @@
 //! with the testkit's certificates, which name `localhost` and
 //! `127.0.0.1`; it also listens on `127.0.0.2`, a name the certificate
 //! does not carry): which modes encrypt, and which certificates each
-//! accepts.
+//! accepts. A second server presents a certificate of its CA issued for
+//! `other.example` only, which `verify-full` must refuse by any name.
 
 mod common;
 
@@ -24,20 +25,37 @@ use tokio_postgres::NoTls;
 async fn tls_server() -> &'static PgServer {
     static SERVER: OnceCell<PgServer> = OnceCell::const_new();
     SERVER
-        .get_or_init(|| async {
-            let dir = server_files(Pki::shared());
-            let settings = vec![
-                "ssl=on".to_owned(),
-                format!("ssl_cert_file={}", dir.join("server.crt").display()),
-                format!("ssl_key_file={}", dir.join("server.key").display()),
-                // Also an address the certificate does not name.
-                "listen_addresses=127.0.0.1,127.0.0.2".to_owned(),
-            ];
-            PgServer::start_with("postgres-tls", settings)
-                .await
-                .unwrap_or_else(|e| panic!("a PostgreSQL server with TLS on: {e}"))
-        })
+        .get_or_init(|| start_tls_server("postgres-tls", Pki::shared()))
         .await
+}
+
+/// This binary's TLS server whose certificate, signed by the CA of the
+/// [`Pki`] returned with it, names only `other.example`: valid and
+/// trusted, but not for `127.0.0.1` or `localhost`.
+async fn misnamed_server() -> (&'static PgServer, &'static Pki) {
+    static PKI: std::sync::OnceLock<Pki> = std::sync::OnceLock::new();
+    static SERVER: OnceCell<PgServer> = OnceCell::const_new();
+    let pki = PKI.get_or_init(|| Pki::generate_for_server_names(&["other.example"]));
+    let server = SERVER
+        .get_or_init(|| start_tls_server("postgres-tls-other-name", pki))
+        .await;
+    (server, pki)
+}
+
+/// A server with TLS on and `pki`'s server certificate, listening on
+/// `127.0.0.1` and `127.0.0.2`.
+async fn start_tls_server(name: &str, pki: &Pki) -> PgServer {
+    let dir = server_files(pki);
+    let settings = vec![
+        "ssl=on".to_owned(),
+        format!("ssl_cert_file={}", dir.join("server.crt").display()),
+        format!("ssl_key_file={}", dir.join("server.key").display()),
+        // Also an address the certificate does not name.
+        "listen_addresses=127.0.0.1,127.0.0.2".to_owned(),
+    ];
+    PgServer::start_with(name, settings)
+        .await
+        .unwrap_or_else(|e| panic!("a PostgreSQL server with TLS on: {e}"))
 }
 
 /// The server's certificate and key in a dir of their own that the
@@ -63,22 +81,26 @@ fn server_files(pki: &Pki) -> PathBuf {
     dir
 }
 
-/// The TLS server's URL on host `host`, with `query`.
-async fn url_on(host: &str, query: &str) -> String {
-    let url = tls_server().await.url();
+/// `server`'s URL on host `host`, with `query`.
+fn url_on(server: &PgServer, host: &str, query: &str) -> String {
+    let url = server.url();
     with_query(&url.replacen("@127.0.0.1:", &format!("@{host}:"), 1), query)
 }
 
-/// Opens the store and takes a lock with `query`; `Ok(encrypted)` says
-/// whether its connection uses TLS, as the server sees it.
+/// [`open_at`] the TLS server.
 async fn open(host: &str, query: &str) -> Result<bool, LockError> {
+    open_at(tls_server().await, host, query).await
+}
+
+/// Opens the store on `server` by `host` and takes a lock with `query`;
+/// `Ok(encrypted)` says whether its connection uses TLS, as the server
+/// sees it.
+async fn open_at(server: &PgServer, host: &str, query: &str) -> Result<bool, LockError> {
     let app = unique("tls");
-    let url = url_on(host, &format!("{query}&application_name={app}")).await;
+    let url = url_on(server, host, &format!("{query}&application_name={app}"));
     let locker = open_store::<PgStore>(&url).await?;
     let guard = locker.lock("k").await?;
-    let (client, connection) = tokio_postgres::connect(&tls_server().await.url(), NoTls)
-        .await
-        .unwrap();
+    let (client, connection) = tokio_postgres::connect(&server.url(), NoTls).await.unwrap();
     tokio::spawn(connection);
     let row = client
         .query_one(
@@ -144,5 +166,22 @@ async fn verification_refuses_what_it_must() {
             open("localhost", &query).await,
             &["UnknownIssuer", "unknown issuer"],
         );
+    }
+}
+
+/// A certificate signed by the trusted CA, valid, but issued for
+/// `other.example`: `verify-full` refuses it by an IP address
+/// (`127.0.0.1`) and by a DNS name (`localhost`), saying it is the name;
+/// `verify-ca`, which checks the chain only, takes it, so the refusal is
+/// the name's, not the chain's.
+#[tokio::test]
+async fn a_certificate_for_another_host_name_is_refused_by_verify_full() {
+    let (server, pki) = misnamed_server().await;
+    let ca = ca_option(&pki.ca);
+    for host in ["127.0.0.1", "localhost"] {
+        let query = format!("sslmode=verify-full&{ca}");
+        assert_handshake_refused(open_at(server, host, &query).await, &["not valid for name"]);
+        let query = format!("sslmode=verify-ca&{ca}");
+        assert!(open_at(server, host, &query).await.unwrap(), "{host}");
     }
 }
