@@ -35,6 +35,10 @@ pub(crate) const OWN_WATCH_DELAY: Duration = Duration::from_millis(100);
 /// How long the watch task waits for a lost connection before trying again.
 const RECONNECT_WAIT: Duration = Duration::from_secs(1);
 
+/// How long a watch whose node was deleted may take to learn whether its
+/// session still lives (see [`gone_reason`]) before it reports the loss.
+const GONE_CONFIRM_WITHIN: Duration = Duration::from_millis(500);
+
 /// A watch on one contender node until it is deleted or its session ends:
 /// a task, started at once or after [`OWN_WATCH_DELAY`], aborted when this
 /// is dropped.
@@ -187,11 +191,11 @@ async fn watch_node(session: Arc<Session>, node: Arc<WatchedNode>) {
             return;
         }
         match client.check_and_watch_stat(path).await {
-            Ok((None, _)) => break LossReason::TakenAway,
+            Ok((None, _)) => break gone_reason(client).await,
             Ok((Some(_), watcher)) => {
                 let event = watcher.changed().await;
                 match event.event_type {
-                    EventType::NodeDeleted => break LossReason::TakenAway,
+                    EventType::NodeDeleted => break gone_reason(client).await,
                     EventType::Session if event.session_state.is_terminated() => {
                         break LossReason::SessionExpired
                     }
@@ -221,5 +225,36 @@ async fn watch_node(session: Arc<Session>, node: Arc<WatchedNode>) {
     node.gone.send_replace(true);
     if node.stage.load(Ordering::SeqCst) == HOLDING {
         node.reporter.report(reason);
+    }
+}
+
+/// Why our node is gone: someone deleted it while our session lives
+/// ([`LossReason::TakenAway`]), or the server ended our session, which
+/// deletes its nodes ([`LossReason::SessionExpired`]).
+///
+/// The deletion alone does not say which: a server expiring a session
+/// tells the session's own watches of its nodes' deletion before it
+/// closes the connection, so a client frozen past its session timeout
+/// reads the deletion before it learns, on reconnecting, that the session
+/// expired. One more request tells the two apart — it is answered on a
+/// live session and fails on an ended one — bounded by
+/// [`GONE_CONFIRM_WITHIN`]: a session still not known to have ended by
+/// then counts as live.
+async fn gone_reason(client: &zookeeper_client::Client) -> LossReason {
+    let asked = tokio::time::timeout(GONE_CONFIRM_WITHIN, async {
+        match client.check_stat("/").await {
+            Ok(_) => false,
+            Err(ZkError::SessionExpired | ZkError::ClientClosed | ZkError::AuthFailed) => true,
+            // The connection the server closed: the reconnection says.
+            Err(_) => wait_connected(client, GONE_CONFIRM_WITHIN)
+                .await
+                .is_err_and(|state| state.is_terminated()),
+        }
+    })
+    .await;
+    if asked.unwrap_or(false) || client.state().is_terminated() {
+        LossReason::SessionExpired
+    } else {
+        LossReason::TakenAway
     }
 }
