@@ -3,6 +3,7 @@
 //! checked is written once.
 
 pub mod lost_reply;
+pub mod rw_faults;
 
 use std::time::Duration;
 
