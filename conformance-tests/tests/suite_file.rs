@@ -74,7 +74,9 @@ conformance_tests_lacking!(
 /// flock(2) locks do not expire and cannot be broken, and other processes
 /// are not notified: the cases needing those report themselves not
 /// applicable. Read locks (`LOCK_SH`) and semaphores (slot files) it has.
-/// This pins the flags so none flips unnoticed.
+/// A watch reads the file again on each inotify event, so quick changes
+/// may be merged: no `watch_every_change`. This pins the flags so none
+/// flips unnoticed.
 #[tokio::test]
 async fn file_declares_its_capabilities() {
     let locker = distlock::connect(&file_url()).await.unwrap();

@@ -31,5 +31,6 @@ async fn mem_declares_its_capabilities() {
     expected.fifo = true;
     expected.shared_locks = true;
     expected.semaphores = true;
+    expected.watch_every_change = true;
     assert_eq!(locker.capabilities(), expected);
 }

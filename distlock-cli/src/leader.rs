@@ -20,8 +20,8 @@ struct LeaderJson<'a> {
     owner: Option<&'a str>,
 }
 
-/// Prints the leader of `NAME`; with `--watch`, then every change until a
-/// signal. Exits 0 whether or not someone leads: no leader is an answer,
+/// Prints the leader of `NAME`; with `--watch`, then each change the
+/// observer reports (see `Election::observe`) until a signal. Exits 0 whether or not someone leads: no leader is an answer,
 /// as a free lock is for `status`.
 pub(crate) async fn leader(store: &ChosenStore, args: LeaderArgs) -> Result<i32, Failure> {
     if !args.watch {
@@ -45,7 +45,8 @@ pub(crate) async fn leader(store: &ChosenStore, args: LeaderArgs) -> Result<i32,
     }
 }
 
-/// Prints the leader now and after every change; returns only on failure.
+/// Prints the leader now and as the observer reports changes; returns only
+/// on failure.
 async fn watch(
     store: &ChosenStore,
     args: &LeaderArgs,

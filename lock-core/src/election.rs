@@ -89,7 +89,18 @@ impl Election {
         Ok(self.core.inspect(&self.name).await?.map(LeaderInfo::from))
     }
 
-    /// The leader now and after every change; see [`LeaderWatch`].
+    /// The leader now and as it changes (a new leader, a proclaimed
+    /// value, nobody leading), pushed by the store; see [`LeaderWatch`].
+    ///
+    /// A watch reports the current state first; then states in the order
+    /// they happened (tokens never go back), never the same state twice in
+    /// a row, and the latest state always arrives. On stores whose
+    /// capabilities declare
+    /// [`watch_every_change`](crate::backend::Capabilities::watch_every_change)
+    /// (memory, Redis on one instance, Cluster or Sentinel, and etcd) every
+    /// change is delivered; on the others (files, Redlock, ZooKeeper,
+    /// PostgreSQL) changes closer together than one re-read may be merged
+    /// (an intermediate holder may not appear).
     pub fn observe(&self) -> LeaderWatch {
         let watch = self
             .core
@@ -203,9 +214,19 @@ impl From<LockInfo> for LeaderInfo {
     }
 }
 
-/// The leader of an election as it changes: the current leader first
-/// (`None`: nobody leads), then every change of leader or of its value, with
-/// the guarantees of [`HolderWatch`]. Made by [`Election::observe`].
+/// The leader of an election as it changes (`None`: nobody leads), with
+/// the guarantees of [`HolderWatch`] (and its fine print): the election's
+/// lock watched. Made by [`Election::observe`].
+///
+/// A watch reports the current state first; then states in the order
+/// they happened (tokens never go back), never the same state twice in
+/// a row, and the latest state always arrives. On stores whose
+/// capabilities declare
+/// [`watch_every_change`](crate::backend::Capabilities::watch_every_change)
+/// (memory, Redis on one instance, Cluster or Sentinel, and etcd) every
+/// change is delivered; on the others (files, Redlock, ZooKeeper,
+/// PostgreSQL) changes closer together than one re-read may be merged
+/// (an intermediate holder may not appear).
 #[derive(Debug)]
 pub struct LeaderWatch {
     inner: HolderWatch,

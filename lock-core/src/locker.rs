@@ -129,8 +129,18 @@ impl Locker {
         self.core.inspect(key).await
     }
 
-    /// The holder of `key` now and after every change, pushed by the store;
-    /// see [`HolderWatch`]. Fails only on a bad key.
+    /// The holder of `key` now and as it changes, pushed by the store; see
+    /// [`HolderWatch`] (and its fine print). Fails only on a bad key.
+    ///
+    /// A watch reports the current state first; then states in the order
+    /// they happened (tokens never go back), never the same state twice in
+    /// a row, and the latest state always arrives. On stores whose
+    /// capabilities declare
+    /// [`watch_every_change`](crate::backend::Capabilities::watch_every_change)
+    /// (memory, Redis on one instance, Cluster or Sentinel, and etcd) every
+    /// change is delivered; on the others (files, Redlock, ZooKeeper,
+    /// PostgreSQL) changes closer together than one re-read may be merged
+    /// (an intermediate holder may not appear).
     pub fn watch(&self, key: &str) -> Result<HolderWatch, LockError> {
         self.core.watch(key)
     }

@@ -93,7 +93,7 @@ impl LockerCore {
         self.backend.inspect(&name).await
     }
 
-    /// The holder of `key` now and after every change.
+    /// The holder of `key` now and as it changes; see [`HolderWatch`].
     pub(crate) fn watch(&self, key: &str) -> Result<HolderWatch, LockError> {
         let name = self.name(key)?;
         Ok(HolderWatch::new(key.to_owned(), self.backend.watch(&name)))

@@ -12,14 +12,35 @@ use crate::info::LockInfo;
 /// The holder of one lock as it changes, pushed by the store; made by
 /// [`Locker::watch`](crate::Locker::watch).
 ///
-/// The first item is the current holder (`None`: the lock is free); each
-/// later item is the holder after a change of holder or of its value, in
-/// the order the store applied them, never the same state twice in a row.
-/// Tokens never go backwards. A change that began and ended while the
-/// watch was cut off from the store, or between a notification and the
-/// read it triggers on stores whose notifications carry no state
-/// (ZooKeeper, files), is not seen; after a reconnect the watch resumes with
-/// the current state.
+/// A watch reports the current state first; then states in the order they
+/// happened (tokens never go back), never the same state twice in a row,
+/// and the latest state always arrives. On stores whose capabilities
+/// declare [`watch_every_change`](crate::backend::Capabilities::watch_every_change)
+/// (memory, Redis on one instance, Cluster or Sentinel, and etcd) every
+/// change is delivered; on the others (files, Redlock, ZooKeeper,
+/// PostgreSQL) changes closer together than one re-read may be merged (an
+/// intermediate holder may not appear).
+///
+/// A state is the holder (`None`: the lock is free) with its owner, token
+/// and value; a change is an acquisition, a value change, a release, a
+/// hand-off, a forced release or a lease running out. The fine print:
+///
+/// * Every change is delivered while the watch is connected and keeps up.
+///   A watch cut off from its store reads again once it is back and goes
+///   on from the state then, so changes that began and ended meanwhile are
+///   not seen (etcd resumes without a gap unless the history it needs was
+///   compacted; a Redis Cluster failover can lose messages without a
+///   disconnect, caught up within 10 s); so does a watch more than 1,024
+///   states behind (memory, Redis).
+/// * A lease running out is delivered like any change on memory and etcd.
+///   Redis announces nothing when a key expires: the watch reads again at
+///   the lease's end, and a new holder that takes the lock before that
+///   read hides the free state in between.
+/// * The latest state arrives once the store can be reached; tokens never
+///   go back while the store keeps its counters (see each store's fencing
+///   notes) and the namespace is not purged
+///   ([`Locker::purge_namespace`](crate::Locker::purge_namespace) starts
+///   its tokens again).
 ///
 /// The stream never ends by itself: while the store is unreachable it waits
 /// (and logs through `tracing`). Dropping it cancels every watch it set in

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use etcd_client::{
     Compare, CompareOp, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn, TxnOp,
 };
-use lock_core::backend::Capability::Remote;
+use lock_core::backend::Capability::{Remote, WatchEveryChange};
 use lock_core::backend::{
     holder_stream, AcquireRequest, Acquired, Backend, Capabilities, HolderStream, Primitive,
     WaitMode,
@@ -179,8 +179,9 @@ impl Backend for EtcdBackend {
 
     fn capabilities(&self) -> Capabilities {
         // Locks live as long as the session lease, not each on its own:
-        // no `per_lock_expiry`.
-        Capabilities::QUEUEING_STORE.with(&[Remote])
+        // no `per_lock_expiry`. A watch applies every event of the queue
+        // (see `observe`), so it reports every change.
+        Capabilities::QUEUEING_STORE.with(&[Remote, WatchEveryChange])
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {

@@ -11,17 +11,18 @@ use distlock_testkit::etcd::{holder_entry, keys_under, raw_client, shared_etcd_u
 use distlock_testkit::layout::etcd_queue_prefix;
 use distlock_testkit::with_query;
 use lock_core::backend::Capabilities;
-use lock_core::backend::Capability::Remote;
+use lock_core::backend::Capability::{Remote, WatchEveryChange};
 use lock_core::Locker;
 
 /// Pins the flags, so none flips unnoticed: locks live as long as the
-/// session lease (no per-lock expiry); everything else etcd does.
+/// session lease (no per-lock expiry); everything else etcd does, its
+/// watches delivering every change.
 #[tokio::test]
 async fn etcd_declares_its_capabilities() {
     let url = shared_etcd_url().await.expect("etcd test server");
     let locker = connect(&url).await.unwrap();
     let caps = locker.capabilities();
-    let expected = Capabilities::QUEUEING_STORE.with(&[Remote]);
+    let expected = Capabilities::QUEUEING_STORE.with(&[Remote, WatchEveryChange]);
     assert_eq!(caps, expected);
 }
 

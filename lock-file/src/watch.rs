@@ -52,10 +52,15 @@ pub const SETTLE: [Duration; 4] = [
 ];
 
 /// How long a watch waits for a new holder to write its record; see
-/// [`FileWatch::read_announced`].
-const UNANNOUNCED_PATIENCE: Duration = Duration::from_millis(100);
-/// The pause between two reads while waiting for it.
+/// [`FileWatch::read_announced`]. With `fsync` the acquirer syncs the
+/// token counter and then the record before it is announced, which on a
+/// busy disk takes far longer than the microseconds it takes otherwise.
+const UNANNOUNCED_PATIENCE: Duration = Duration::from_secs(5);
+/// The first pause between two reads while waiting for it; each pause
+/// doubles, up to [`UNANNOUNCED_MAX_PAUSE`].
 const UNANNOUNCED_PAUSE: Duration = Duration::from_millis(1);
+/// The longest pause between two reads while waiting for it.
+const UNANNOUNCED_MAX_PAUSE: Duration = Duration::from_millis(50);
 
 /// Without native close notifications, how often a watch reads a held lock
 /// again, and how often notify's `PollWatcher` compares the directory.
@@ -176,18 +181,22 @@ impl FileWatch {
     /// finds the lock held and the record of the holder before (or none, in
     /// a new file), and would report a holder that is gone. So a held lock
     /// whose record is one we saw go (token 0, or not above the highest
-    /// token seen going) is read again, every [`UNANNOUNCED_PAUSE`]; after
+    /// token seen going) is read again, after [`UNANNOUNCED_PAUSE`] and
+    /// then ever longer pauses (up to [`UNANNOUNCED_MAX_PAUSE`]), so that
+    /// the watch never reports a holder that is not there; after
     /// [`UNANNOUNCED_PATIENCE`] it is reported as it is (a program other
     /// than distlock holding the file, or a file created again, whose tokens
     /// restarted).
     async fn read_announced(&mut self) -> Result<Option<LockInfo>, LockError> {
         let give_up_at = Instant::now() + UNANNOUNCED_PATIENCE;
+        let mut pause = UNANNOUNCED_PAUSE;
         loop {
             let holder = self.core.current_holder(&self.path).await?;
             let token = holder.as_ref().map(|info| info.token.get());
             let unannounced = token.filter(|t| *t == 0 || *t <= self.gone);
             if unannounced.is_some() && Instant::now() < give_up_at {
-                tokio::time::sleep(UNANNOUNCED_PAUSE).await;
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(UNANNOUNCED_MAX_PAUSE);
                 continue;
             }
             if let Some(previous) = self.current.filter(|previous| token != Some(*previous)) {

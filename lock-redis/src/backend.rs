@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lock_core::backend::Capability::{PerLockExpiry, Remote};
+use lock_core::backend::Capability::{PerLockExpiry, Remote, WatchEveryChange};
 use lock_core::backend::{
     acquire_with_retries, holder_stream, AcquireRequest, Acquired, Backend, Capabilities,
     HolderStream, Primitive,
@@ -103,8 +103,9 @@ impl Backend for RedisBackend {
     fn capabilities(&self) -> Capabilities {
         // Waiters queue on the server and are handed the lock in order
         // (see `queue`); read locks and permits wait in the same kind of
-        // line (see `shared`).
-        Capabilities::QUEUEING_STORE.with(&[PerLockExpiry, Remote])
+        // line (see `shared`). Every change of a watched lock is published
+        // with its new state, in the server's order (see `watch`).
+        Capabilities::QUEUEING_STORE.with(&[PerLockExpiry, Remote, WatchEveryChange])
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {

@@ -30,6 +30,7 @@ async fn redis_declares_its_capabilities() {
             && caps.fifo
             && caps.shared_locks
             && caps.semaphores
+            && caps.watch_every_change
     );
 }
 

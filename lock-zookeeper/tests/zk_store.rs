@@ -73,7 +73,9 @@ impl SharedZk {
 
 /// Locks live as long as their session (no per-lock lease), so the cases
 /// needing per-lock expiry report themselves not applicable; everything
-/// else is declared. This pins the flags so none flips unnoticed.
+/// else is declared but `watch_every_change` (a watch reads again on each
+/// one-shot notification, so quick changes may be merged). This pins the
+/// flags so none flips unnoticed.
 #[tokio::test]
 async fn zookeeper_declares_its_capabilities() {
     let locker = connect("zk://127.0.0.1:1/x").await.unwrap();

@@ -107,8 +107,8 @@ pub struct LeaderArgs {
     /// The election to look at.
     pub name: String,
 
-    /// Keep printing: the current state, then one line per change, until
-    /// interrupted.
+    /// Keep printing: the current state, then one line per change (quick
+    /// changes may be merged on some stores), until interrupted.
     #[arg(long)]
     pub watch: bool,
 

@@ -42,7 +42,10 @@ Prints who leads the election NAME: `NAME: led by OWNER, term T, value \"V\"` or
 line). Exits 0 either way.
 
 With --watch it prints the current state, then one line per change of leader or \
-of its value, pushed by the store, until SIGINT, SIGTERM or SIGHUP (exit 0). With \
+of its value, pushed by the store, until SIGINT, SIGTERM or SIGHUP (exit 0): every \
+change on memory, Redis (one instance, Cluster, Sentinel) and etcd; on files, \
+Redlock, ZooKeeper and PostgreSQL changes closer together than one re-read may \
+be merged (an intermediate leader may not appear). With \
 --json each line is one object with exactly the fields name, value, term and owner \
 (value, term and owner are null when nobody leads).";
 

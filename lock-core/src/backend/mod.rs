@@ -52,7 +52,10 @@
 //!   another.
 //! * [`Backend::watch`] is pushed by the store's notifications, never a
 //!   polling loop where the store can notify; [`holder_stream`] is the
-//!   shared loop around a store's [`HolderSource`].
+//!   shared loop around a store's [`HolderSource`]. A store declares
+//!   [`Capabilities::watch_every_change`] only if its watch reports every
+//!   change as a state of its own (notifications that carry the state,
+//!   [`Change::Holder`]), not a re-read that may merge changes.
 
 mod backoff;
 pub mod diagnose;
@@ -134,9 +137,11 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
         }
     }
 
-    /// The holder of `name` now and after every change, pushed by the
-    /// store; see [`HolderStream`]. Nothing is sent to the store until the
-    /// stream is first polled; dropping the stream cancels what it set up.
+    /// The holder of `name` now and after changes, pushed by the store;
+    /// see [`HolderStream`] and, for what a watch guarantees,
+    /// [`HolderWatch`](crate::HolderWatch). Nothing is sent to the store
+    /// until the stream is first polled; dropping the stream cancels what
+    /// it set up.
     fn watch(&self, name: &LockName) -> HolderStream;
 
     /// Removes the lock `name` whoever holds it (an operator's override);
@@ -247,6 +252,17 @@ capabilities! {
     /// Semaphores ([`HoldKind::Permit`]): at most `limit` permits held at
     /// once, the limit stored with the semaphore.
     semaphores: Semaphores,
+    /// A watch ([`Locker::watch`](crate::Locker::watch),
+    /// [`Election::observe`](crate::Election::observe)) delivers every
+    /// change: each acquisition, value change, release, hand-off and
+    /// forced release of the lock reaches it as a state of its own, in
+    /// the order the store made them, while the watch is connected and
+    /// keeps up. Without this flag a store's notification only says that
+    /// something changed, the watch reads the holder again, and changes
+    /// closer together than one re-read may be merged (an intermediate
+    /// holder may not appear). What every store guarantees, and the fine
+    /// print, is in [`HolderWatch`](crate::HolderWatch).
+    watch_every_change: WatchEveryChange,
 }
 
 impl Capabilities {

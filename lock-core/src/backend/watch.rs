@@ -6,9 +6,16 @@
 //! notification and then reads the holder (so no change slips in between),
 //! `next_change` waits for the store to push something. Stores whose
 //! notification carries the new state (an etcd watch event, a Redis
-//! message naming the new holder) return it as [`Change::Holder`], so no
-//! change is skipped; stores whose notification only says "something
-//! changed" (a ZooKeeper watch, inotify) return [`Change::Reread`].
+//! message naming the new holder, the memory store's queue) return it as
+//! [`Change::Holder`], so no change is skipped, and declare
+//! [`Capabilities::watch_every_change`](super::Capabilities::watch_every_change).
+//! Stores whose notification only says "something changed" (a ZooKeeper
+//! watch, inotify, a PostgreSQL `NOTIFY`, a Redlock master's message)
+//! return [`Change::Reread`]; the read that follows reports the state as
+//! it is then, so changes closer together than one re-read are merged
+//! (an intermediate holder may not appear), and they do not declare it.
+//! Either way the latest state always arrives: every notification is
+//! followed by a state at least as new as the change behind it.
 //!
 //! Errors never end the stream: the loop logs them, waits (exponential
 //! backoff from 50 ms to 2 s), and reads again, so after a reconnect the
@@ -26,8 +33,10 @@ use crate::error::LockError;
 use crate::info::LockInfo;
 
 /// The states of one lock's holder, as a store observes them: the current
-/// holder first, then the holder after each change. May repeat a state;
-/// [`Locker::watch`](crate::Locker::watch) drops repeats.
+/// holder first, then the holder after changes, in order (after each
+/// change on stores that declare
+/// [`watch_every_change`](super::Capabilities::watch_every_change)). May
+/// repeat a state; [`Locker::watch`](crate::Locker::watch) drops repeats.
 pub type HolderStream = Pin<Box<dyn Stream<Item = Option<LockInfo>> + Send>>;
 
 /// What a store's notification said.

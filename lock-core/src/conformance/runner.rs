@@ -41,6 +41,7 @@ static LOCKER_BUDGET: Semaphore = Semaphore::const_new(MAX_LOCKERS_AT_ONCE);
 pub fn peak_lockers(name: &str) -> usize {
     match name {
         "election_has_one_leader_at_a_time" => 8,
+        "watch_reports_back_to_back_changes" | "observe_reports_back_to_back_leaders" => 6,
         "releasing_a_permit_lets_one_waiter_in" => 5,
         "mutual_exclusion"
         | "semaphore_never_exceeds_its_limit"

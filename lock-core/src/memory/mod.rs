@@ -8,11 +8,14 @@
 //! writers, and its semaphore count apart), and waiters are served in the
 //! order they asked: a release grants the queue's front for as long as it
 //! fits beside the holders and wakes exactly the waiters it let in.
-//! Nothing survives the process.
+//! Watches get every change of a lock's holder or value, a lease running
+//! out included: the table queues each on every watcher of the lock as
+//! it makes it (`watch_every_change`). Nothing survives the process.
 
 mod table;
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -20,9 +23,10 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 
 use crate::backend::Capability::PerLockExpiry;
+use crate::backend::Capability::WatchEveryChange;
 use crate::backend::{
     holder_stream, AcquireRequest, Acquired, Backend, Capabilities, Change, HeldLock, HolderSource,
-    HolderStream, Primitive, Renewal, Store as StorePlugin, WakeRegistry, WakeSubscription,
+    HolderStream, Primitive, Renewal, Store as StorePlugin,
 };
 use crate::error::LockError;
 use crate::info::LockInfo;
@@ -31,7 +35,7 @@ use crate::loss_reason::LossReason;
 use crate::owner::OwnerId;
 use crate::token::FencingToken;
 use crate::url::StoreUrl;
-use table::{Admission, ObjectId, Table};
+use table::{Admission, HolderState, ObjectId, Table, WatchFeed};
 
 /// URL scheme of the memory store.
 pub const MEMORY_SCHEME: &str = "mem";
@@ -85,9 +89,8 @@ pub struct MemoryBackend {
 #[derive(Debug, Default)]
 struct Shared {
     name: String,
+    /// The locks, their waiters and their watchers.
     table: Mutex<Table>,
-    /// Wakes watchers when a lock's holder or value changes.
-    changes: WakeRegistry,
 }
 
 impl MemoryBackend {
@@ -116,7 +119,6 @@ impl MemoryBackend {
     }
 
     fn acquired(&self, request: &AcquireRequest, token: FencingToken, at: Instant) -> Acquired {
-        self.store.changed(&request.name);
         Acquired {
             token,
             requested_at: at,
@@ -135,32 +137,11 @@ impl Shared {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn wake_key(name: &LockName) -> String {
-        name.to_string()
-    }
-
-    /// The first live holder of `name`'s lock and when its lease ends.
-    fn holder(&self, name: &LockName) -> Option<(LockInfo, Instant)> {
-        let id = ObjectId::lock(name);
-        let table = self.table();
-        let first = table.holders(&id).into_iter().next()?;
-        let ends = Instant::now() + first.ttl_left.unwrap_or_default();
-        Some((first, ends))
-    }
-
-    /// Tells the watchers of `name` that its holder or value changed.
-    fn changed(&self, name: &LockName) {
-        self.changes.wake(&Shared::wake_key(name));
-    }
-
-    /// Wakes the waiters `woken` (granted in the table) and, if any hold
-    /// changed hands, the watchers of `id`.
-    fn woke(&self, id: &ObjectId, woken: Vec<Arc<Notify>>) {
+    /// Wakes the waiters `woken` (granted in the table). Watchers need no
+    /// wake-up: the table queued each change on them as it made it.
+    fn woke(&self, woken: Vec<Arc<Notify>>) {
         for wake in woken {
             wake.notify_one();
-        }
-        if !id.semaphore {
-            self.changed(&id.name);
         }
     }
 }
@@ -172,7 +153,7 @@ impl Backend for MemoryBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::QUEUEING_STORE.with(&[PerLockExpiry])
+        Capabilities::QUEUEING_STORE.with(&[PerLockExpiry, WatchEveryChange])
     }
 
     /// Grants at once when the hold fits and nobody waits ahead; else
@@ -209,7 +190,7 @@ impl Backend for MemoryBackend {
                         () = tokio::time::sleep_until(at.into()) => {
                             // Nothing announces an expiry: let in whom it frees.
                             let woken = self.store.table().dispatch(&ticket.id);
-                            self.store.woke(&ticket.id, woken);
+                            self.store.woke(woken);
                         }
                     }
                 }
@@ -219,7 +200,7 @@ impl Backend for MemoryBackend {
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockInfo>, LockError> {
-        Ok(self.store.holder(name).map(|(info, _)| info))
+        Ok(self.store.table().lock_holder(name).map(|(info, _)| info))
     }
 
     async fn holders(
@@ -236,9 +217,9 @@ impl Backend for MemoryBackend {
 
     fn watch(&self, name: &LockName) -> HolderStream {
         holder_stream(MemoryWatch {
-            changes: self.store.changes.subscribe(&Shared::wake_key(name)),
             store: Arc::clone(&self.store),
             name: name.clone(),
+            feed: None,
             expires_at: None,
         })
     }
@@ -246,14 +227,14 @@ impl Backend for MemoryBackend {
     async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
         let id = ObjectId::lock(name);
         let (any_live, woken) = self.store.table().remove_all(&id);
-        self.store.woke(&id, woken);
+        self.store.woke(woken);
         Ok(any_live)
     }
 
     async fn purge_namespace(&self, namespace: &Namespace) -> Result<(), LockError> {
         let changed = self.store.table().purge_namespace(namespace);
-        for (id, woken) in changed {
-            self.store.woke(&id, woken);
+        for (_, woken) in changed {
+            self.store.woke(woken);
         }
         Ok(())
     }
@@ -273,7 +254,7 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         if !self.done {
             let woken = self.store.table().withdraw(&self.id, self.waiter);
-            self.store.woke(&self.id, woken);
+            self.store.woke(woken);
         }
     }
 }
@@ -295,7 +276,7 @@ impl MemoryHeld {
     /// else whether it was still live.
     fn remove_if_ours(&self) -> Option<bool> {
         let (live, woken) = self.store.table().remove(&self.id, &self.owner)?;
-        self.store.woke(&self.id, woken);
+        self.store.woke(woken);
         Some(live)
     }
 }
@@ -327,47 +308,100 @@ impl HeldLock for MemoryHeld {
     }
 
     async fn set_value(&self, value: &str) -> Result<(), LockError> {
-        let mut table = self.store.table();
-        let entry = table
-            .entry_mut(&self.id, &self.owner)
-            .ok_or_else(|| self.lost())?;
-        entry.value = value.to_owned();
-        drop(table);
-        if !self.id.semaphore {
-            self.store.changed(&self.id.name);
+        let set = self.store.table().set_value(&self.id, &self.owner, value);
+        if set {
+            Ok(())
+        } else {
+            Err(self.lost())
         }
-        Ok(())
     }
 }
 
-/// A watch of one lock in a memory store: woken by every change, and at the
-/// holder's expiry (which nothing announces).
+/// A watch of one lock in a memory store: the table queues every change
+/// of the lock's holder on it as it makes it ([`Table::watch`]), so every
+/// change is reported. At the holder's lease end, which nothing
+/// announces, the watch looks for the expiry itself, as a waiter would.
 struct MemoryWatch {
     store: Arc<Shared>,
     name: LockName,
-    changes: WakeSubscription,
+    /// The states queued for this watch; `None` until the first read.
+    feed: Option<WatchFeed>,
+    /// When the lease of the holder last reported ends.
     expires_at: Option<Instant>,
+}
+
+impl MemoryWatch {
+    /// Takes `state` as the one last reported.
+    fn report(&mut self, state: HolderState) -> Option<LockInfo> {
+        self.expires_at = state.as_ref().map(|(_, expires_at)| *expires_at);
+        state.map(|(info, _)| info)
+    }
 }
 
 #[async_trait]
 impl HolderSource for MemoryWatch {
     async fn read(&mut self) -> Result<Option<LockInfo>, LockError> {
-        let holder = self.store.holder(&self.name);
-        self.expires_at = holder.as_ref().map(|(_, expires_at)| *expires_at);
-        Ok(holder.map(|(info, _)| info))
+        let state = {
+            let mut table = self.store.table();
+            match self.feed.as_mut() {
+                Some(feed) => table.rewatch(&self.name, feed),
+                None => {
+                    let (state, feed) = table.watch(&self.name);
+                    self.feed = Some(feed);
+                    state
+                }
+            }
+        };
+        Ok(self.report(state))
     }
 
     async fn next_change(&mut self) -> Result<Change, LockError> {
-        match self.expires_at {
-            Some(expires_at) => {
-                tokio::select! {
-                    _ = self.changes.woken() => {}
-                    _ = tokio::time::sleep_until(expires_at.into()) => {}
+        loop {
+            let Some(feed) = self.feed.as_mut() else {
+                return Ok(Change::Reread);
+            };
+            if feed.overflowed.load(Ordering::SeqCst) {
+                // More than the queue holds went unread: read again.
+                return Ok(Change::Reread);
+            }
+            let expires_at = self.expires_at;
+            let expiry = async move {
+                match expires_at {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                state = feed.states.recv() => {
+                    let Some(state) = state else {
+                        return Ok(Change::Reread);
+                    };
+                    return Ok(Change::Holder(self.report(state)));
+                }
+                () = expiry => {
+                    // Nothing announces an expiry: look for it (and let in
+                    // whom it frees); the change it makes is queued on
+                    // this watch like any other. A lease renewed meanwhile
+                    // ends later.
+                    let id = ObjectId::lock(&self.name);
+                    let (woken, holder) = {
+                        let mut table = self.store.table();
+                        let woken = table.dispatch(&id);
+                        (woken, table.lock_holder(&self.name))
+                    };
+                    self.store.woke(woken);
+                    self.expires_at = holder.map(|(_, expires_at)| expires_at);
                 }
             }
-            None => self.changes.woken().await,
         }
-        Ok(Change::Reread)
+    }
+}
+
+impl Drop for MemoryWatch {
+    fn drop(&mut self) {
+        if let Some(feed) = &self.feed {
+            self.store.table().unwatch(&self.name, feed.id);
+        }
     }
 }
 
@@ -383,6 +417,37 @@ mod tests {
         assert!(Arc::ptr_eq(&a.store, &b.store));
         assert!(!Arc::ptr_eq(&a.store, &c.store));
         assert_eq!(a.store.name, "memory-tests-shared");
+    }
+
+    /// Every value change reaches a watch read only afterwards, in order;
+    /// a watch that falls more than the queue behind reads again and goes
+    /// on from the state then.
+    #[tokio::test]
+    async fn a_watch_gets_every_change_unless_it_falls_too_far_behind() {
+        use futures_util::StreamExt;
+        let locks = crate::Locker::memory("memory-tests-watch-queue").unwrap();
+        let mut watch = locks.watch("k").unwrap();
+        assert_eq!(watch.changed().await, None);
+        let guard = locks.lock("k").await.unwrap();
+        for i in 0..10 {
+            guard.set_value(format!("v{i}")).await.unwrap();
+        }
+        let mut values = Vec::new();
+        for _ in 0..11 {
+            values.push(watch.changed().await.expect("held").value);
+        }
+        let expected: Vec<String> = std::iter::once(String::new())
+            .chain((0..10).map(|i| format!("v{i}")))
+            .collect();
+        assert_eq!(values, expected);
+
+        for i in 0..table::WATCHER_QUEUE + 10 {
+            guard.set_value(format!("w{i}")).await.unwrap();
+        }
+        let last = format!("w{}", table::WATCHER_QUEUE + 9);
+        assert_eq!(watch.changed().await.expect("held").value, last);
+        guard.release().await.unwrap();
+        assert_eq!(watch.next().await, Some(None));
     }
 
     #[test]

@@ -5,12 +5,18 @@
 //! cancelled waiter) runs [`Table::dispatch`], which grants the queue's
 //! front for as long as it fits beside the holders and returns the
 //! waiters it granted, so that exactly those are woken.
+//!
+//! Watches of a lock's holder are kept here too ([`Table::watch`]): every
+//! change of a lock's first holder or of its value queues the new state
+//! on each watcher of the name while the table is still locked, so each
+//! watcher gets every change, in the order the table made them.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 
 use crate::backend::{AcquireRequest, LossReporter};
 use crate::error::LockError;
@@ -113,8 +119,10 @@ struct Object {
 }
 
 impl Object {
-    /// Drops expired holders, telling each it lost its hold.
-    fn purge(&mut self, now: Instant) {
+    /// Drops expired holders, telling each it lost its hold; whether any
+    /// was dropped.
+    fn purge(&mut self, now: Instant) -> bool {
+        let before = self.holders.len();
         self.holders.retain(|entry| {
             let live = entry.live(now);
             if !live {
@@ -122,6 +130,13 @@ impl Object {
             }
             live
         });
+        self.holders.len() < before
+    }
+
+    /// The first live holder and when its lease ends.
+    fn first_holder(&self, now: Instant) -> Option<(LockInfo, Instant)> {
+        let entry = self.holders.iter().find(|e| e.live(now))?;
+        Some((entry.info(now), entry.expires_at))
     }
 
     /// Whether a hold of `kind` fits beside the current holders.
@@ -149,6 +164,35 @@ pub(super) enum Admission {
     Busy,
 }
 
+/// A lock's holder as a watch hears it: the first live holder and when
+/// its lease ends, or `None` when the lock is free.
+pub(super) type HolderState = Option<(LockInfo, Instant)>;
+
+/// How many states a watcher may have waiting unread; past that it is
+/// told it missed some ([`WatchFeed::overflowed`]) and reads again.
+pub(super) const WATCHER_QUEUE: usize = 1024;
+
+/// One watch of one lock's holder, as the table keeps it.
+#[derive(Debug)]
+struct Watcher {
+    id: u64,
+    /// The state this watcher was last given (or read).
+    last: Option<LockInfo>,
+    states: mpsc::Sender<HolderState>,
+    overflowed: Arc<AtomicBool>,
+}
+
+/// The receiving end of a watch set with [`Table::watch`].
+#[derive(Debug)]
+pub(super) struct WatchFeed {
+    /// The watcher's id, for [`Table::rewatch`] and [`Table::unwatch`].
+    pub(super) id: u64,
+    /// Every state after the read that set the watch, in order.
+    pub(super) states: mpsc::Receiver<HolderState>,
+    /// Set when a state could not be queued (the queue was full).
+    pub(super) overflowed: Arc<AtomicBool>,
+}
+
 /// Every object of one memory store.
 #[derive(Debug, Default)]
 pub(super) struct Table {
@@ -156,6 +200,9 @@ pub(super) struct Table {
     /// Token counters, never reset.
     counters: HashMap<ObjectId, u64>,
     next_waiter: u64,
+    /// The watches of each lock's holder.
+    watchers: HashMap<LockName, Vec<Watcher>>,
+    next_watcher: u64,
 }
 
 impl Table {
@@ -168,8 +215,11 @@ impl Table {
     ) -> Result<Admission, LockError> {
         let now = Instant::now();
         let id = ObjectId::of(&request.name, request.kind);
-        let object = self.objects.entry(id.clone()).or_default();
-        object.purge(now);
+        if self.objects.entry(id.clone()).or_default().purge(now) {
+            // An expiry found is a change, before what this request does.
+            self.publish(&id);
+        }
+        let object = self.objects.get_mut(&id).expect("the object just made");
         if let HoldKind::Permit { limit } = request.kind {
             match object.limit {
                 Some(stored) if stored != limit && !object.holders.is_empty() => {
@@ -184,6 +234,7 @@ impl Table {
         }
         if object.queue.is_empty() && object.fits(request.kind) {
             let token = self.grant(&id, Ask::of(request), now);
+            self.publish(&id);
             return Ok(Admission::Granted(token));
         }
         if !may_wait {
@@ -210,7 +261,11 @@ impl Table {
         let now = Instant::now();
         let mut woken = Vec::new();
         while let Some(object) = self.objects.get_mut(id) {
-            object.purge(now);
+            if object.purge(now) {
+                // The expiry found, before whom it lets in.
+                self.publish(id);
+            }
+            let object = self.objects.get_mut(id).expect("the object just purged");
             let fits = object
                 .queue
                 .front()
@@ -227,6 +282,7 @@ impl Table {
                 .insert(waiter.id, (token, now));
             woken.push(waiter.wake);
         }
+        self.publish(id);
         self.forget_if_unused(id);
         woken
     }
@@ -337,6 +393,121 @@ impl Table {
         self.counters
             .retain(|id, _| id.name.namespace() != namespace || objects.contains_key(id));
         changed
+    }
+
+    /// Replaces the value of `owner`'s live hold in `id`; false if it has
+    /// none.
+    pub(super) fn set_value(&mut self, id: &ObjectId, owner: &OwnerId, value: &str) -> bool {
+        let Some(entry) = self.entry_mut(id, owner) else {
+            return false;
+        };
+        entry.value = value.to_owned();
+        self.publish(id);
+        true
+    }
+
+    /// The first live holder of `name`'s lock and when its lease ends.
+    pub(super) fn lock_holder(&self, name: &LockName) -> HolderState {
+        let object = self.objects.get(&ObjectId::lock(name))?;
+        object.first_holder(Instant::now())
+    }
+
+    /// Watches `name`'s lock: its holder now, and the feed of every later
+    /// state ([`publish`](Self::publish)).
+    pub(super) fn watch(&mut self, name: &LockName) -> (HolderState, WatchFeed) {
+        let now = self.lock_holder(name);
+        let (sender, states) = mpsc::channel(WATCHER_QUEUE);
+        let overflowed = Arc::new(AtomicBool::new(false));
+        self.next_watcher += 1;
+        let id = self.next_watcher;
+        self.watchers
+            .entry(name.clone())
+            .or_default()
+            .push(Watcher {
+                id,
+                last: now.as_ref().map(|(info, _)| info.clone()),
+                states: sender,
+                overflowed: Arc::clone(&overflowed),
+            });
+        let feed = WatchFeed {
+            id,
+            states,
+            overflowed,
+        };
+        (now, feed)
+    }
+
+    /// Reads `name`'s holder again for watcher `feed`, which drops what it
+    /// had queued (older than this read): the holder now. Sets the watch
+    /// again if it was gone.
+    pub(super) fn rewatch(&mut self, name: &LockName, feed: &mut WatchFeed) -> HolderState {
+        while feed.states.try_recv().is_ok() {}
+        feed.overflowed.store(false, Ordering::SeqCst);
+        let now = self.lock_holder(name);
+        let last = now.as_ref().map(|(info, _)| info.clone());
+        let watcher = self
+            .watchers
+            .get_mut(name)
+            .and_then(|watchers| watchers.iter_mut().find(|w| w.id == feed.id));
+        match watcher {
+            Some(watcher) => watcher.last = last,
+            None => {
+                let (now, new_feed) = self.watch(name);
+                *feed = new_feed;
+                return now;
+            }
+        }
+        now
+    }
+
+    /// Stops watcher `id` of `name`.
+    pub(super) fn unwatch(&mut self, name: &LockName, id: u64) {
+        if let Some(watchers) = self.watchers.get_mut(name) {
+            watchers.retain(|w| w.id != id);
+            if watchers.is_empty() {
+                self.watchers.remove(name);
+            }
+        }
+    }
+
+    /// Queues the holder of `id`'s lock on each of its watchers that was
+    /// last given another state. Called, with the table locked, after
+    /// everything that may change a lock's first holder or its value, so
+    /// every change reaches every watcher in order.
+    fn publish(&mut self, id: &ObjectId) {
+        if id.semaphore {
+            return;
+        }
+        let Some(watchers) = self.watchers.get_mut(&id.name) else {
+            return;
+        };
+        let now = self
+            .objects
+            .get(id)
+            .and_then(|object| object.first_holder(Instant::now()));
+        watchers.retain_mut(|watcher| {
+            let same = match (&watcher.last, &now) {
+                (None, None) => true,
+                (Some(last), Some((info, _))) => last.same_state(info),
+                _ => false,
+            };
+            if same {
+                return true;
+            }
+            watcher.last = now.as_ref().map(|(info, _)| info.clone());
+            match watcher.states.try_send(now.clone()) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    watcher.overflowed.store(true, Ordering::SeqCst);
+                    true
+                }
+                // The watch is gone.
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            }
+        });
+        if watchers.is_empty() {
+            self.watchers.remove(&id.name);
+        }
     }
 
     fn grant(&mut self, id: &ObjectId, ask: Ask, now: Instant) -> FencingToken {

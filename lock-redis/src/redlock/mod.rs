@@ -111,7 +111,9 @@ impl Backend for RedlockBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        // No `fifo`: a Redlock waiter is not queued on the masters.
+        // No `fifo`: a Redlock waiter is not queued on the masters. No
+        // `watch_every_change`: a watch reads the majority view again on
+        // any master's message, so quick changes may be merged.
         Capabilities::of(&[Expiry, PerLockExpiry, ForceRelease, NotifiedWakeups, Remote])
     }
 
