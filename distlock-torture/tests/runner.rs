@@ -54,6 +54,15 @@ async fn redis_with_appendfsync_always_survives_the_same() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_redis_holder_wakes_up_knowing_it_lost() {
     let row = run_injecting(Topology::RedisAof, Fault::HolderPause).await;
+    // Every freeze counted as injected hit a process that held a key (by
+    // the register's timeline) for two ttls: woken, its guard says the
+    // hold is gone, and the client reports the loss instead of its next
+    // claim. Nothing else in this run loses a lock, so no loss reported
+    // means a frozen holder woke up believing it still held.
+    assert!(
+        row.figures.losses > 0,
+        "no frozen holder reported a loss: {row:?}"
+    );
     assert_eq!(row.figures.overlaps, 0, "{row:?}");
     assert!(row.safe, "{row:?}");
 }
