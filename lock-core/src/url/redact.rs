@@ -5,7 +5,7 @@ use std::fmt;
 use percent_encoding::{percent_decode_str, utf8_percent_encode, NON_ALPHANUMERIC};
 
 /// A lock URL fit for messages: its user info and the value of every
-/// `password` option (or `<something>_password`) replaced by `***`, the
+/// option whose name ends in `password` replaced by `***`, the
 /// same done inside every option whose value is a URL (PostgreSQL's
 /// `listen_url`), and the secrets it hid, so that
 /// messages quoting them (a client library's error, say) can be
@@ -23,7 +23,7 @@ pub struct Redacted {
 ///
 /// Everything between `://` and the last `@` is replaced by `***` (it may
 /// be a password, or a token used as a user name), and so is the value of
-/// every `password` (or `…_password`) query option. An option whose value,
+/// every query option whose name ends in `password`. An option whose value,
 /// percent-decoded, is itself a URL (`…://…`) is shown redacted the same
 /// way, percent-encoded again.
 ///
@@ -132,10 +132,12 @@ fn redact_nested(value: &str) -> Option<Redacted> {
     (!nested.secrets.is_empty()).then_some(nested)
 }
 
-/// `password` and every option named `<something>_password` (such as
-/// the Redis store's `sentinel_password`).
+/// Whether an option's name names a password: any name ending in
+/// `password` (in any case), so that the Redis store's
+/// `sentinel_password`, and a name a stray
+/// `?` ran into (`/?password` in `file://?/?password=…`), are masked too.
 fn is_password_option(name: &str) -> bool {
-    name == "password" || name.ends_with("_password")
+    name.to_ascii_lowercase().ends_with("password")
 }
 
 /// Percent-decoding as a query value is decoded (`+` kept as is).
@@ -146,6 +148,13 @@ fn decode_form(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_password_option_behind_a_stray_question_mark_is_masked() {
+        let shown = redact("file://?/?password=Zq7secret&DB_PASSWORD=x9");
+        assert_eq!(shown.to_string(), "file://?/?password=***&DB_PASSWORD=***");
+        assert_eq!(shown.scrub("saw Zq7secret and x9"), "saw *** and ***");
+    }
 
     #[test]
     fn user_info_and_password_options_are_masked() {
