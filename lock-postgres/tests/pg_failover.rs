@@ -1,5 +1,7 @@
 //! What survives a lost reply and a failover, on servers of their own: an
-//! acquire whose reply never came back leaves no entry behind; a primary
+//! acquire whose reply never came back leaves no entry behind (a plain
+//! lock, a waiter queued behind a holder, a read lock, a permit; these
+//! cases share one server and take turns on it); a primary
 //! with a synchronous standby, killed and replaced by the promoted
 //! standby, loses no granted lock and tokens keep rising; with an
 //! asynchronous standby the same failover can lose a granted lock — two
@@ -13,9 +15,12 @@ use std::time::{Duration, Instant};
 
 use distlock_testkit::pg_standby::{Replication, StreamingPair};
 use distlock_testkit::postgres::PgServer;
-use distlock_testkit::scenarios::lost_reply::{lost_reply, GiveUp, LostReply, LostReplyStore};
+use distlock_testkit::scenarios::lost_reply::{
+    lost_reply, Acquisition, GiveUp, LostReply, LostReplyStore,
+};
 use distlock_testkit::{eventually, pause_group};
 use lock_core::LockOptions;
+use tokio::sync::{Mutex, OnceCell};
 use tokio_postgres::Client;
 
 /// The entry sequence and a key's entries, read from outside distlock.
@@ -47,6 +52,7 @@ impl LostReplyStore for PgRecords {
         }
     }
 
+    /// The key's entries of every kind (locks, readers, permits, waiters).
     async fn kept(&self, key: &str) -> usize {
         let row = self
             .raw
@@ -60,29 +66,74 @@ impl LostReplyStore for PgRecords {
     }
 }
 
+/// One lost-reply case at a time on [`lost_reply_server`]: each freezes
+/// it.
+static TURN: Mutex<()> = Mutex::const_new(());
+
+/// The server the lost-reply cases share, started on first use and kept
+/// for the process.
+async fn lost_reply_server() -> &'static PgServer {
+    static SERVER: OnceCell<&'static PgServer> = OnceCell::const_new();
+    SERVER
+        .get_or_init(|| async {
+            let server = PgServer::start("pg-lost-acquire").await.unwrap();
+            &*Box::leak(Box::new(server))
+        })
+        .await
+}
+
 /// The server froze with the acquire statement in flight: the caller gave
 /// up (its response timeout), the server ran the insert once resumed, and
-/// the withdrawal sent behind it on the same connection removed it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_acquire_whose_reply_was_lost_leaves_no_orphan_entry() {
-    let server = PgServer::start("pg-lost-acquire").await.unwrap();
-    let url = url_on(&server, "lost", "ttl=30s&response_timeout=1s");
+/// the withdrawal sent behind it on the same connection removed it. Runs
+/// the scenario (see `distlock_testkit::scenarios::lost_reply`) for
+/// `acquisition` in `namespace`.
+async fn lost(acquisition: Acquisition, namespace: &str) {
+    let _turn = TURN.lock().await;
+    let server = lost_reply_server().await;
+    let url = url_on(server, namespace, "ttl=30s&response_timeout=1s");
     let (a, b) = (connect(&url).await, connect(&url).await);
     let store = PgRecords {
         raw: raw(&server.url()).await,
-        namespace: "lost".to_owned(),
+        namespace: namespace.to_owned(),
     };
     let keys: Vec<String> = (0..6).map(|i| format!("k{i}")).collect();
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     let plan = LostReply {
-        server: &server,
+        acquisition,
+        server,
         give_up: GiveUp::ResponseTimeout,
+        freeze_after: None,
         warm_key: "warm",
         keys: &keys,
         reach_within: Duration::from_secs(3),
         clean_within: Some(Duration::from_secs(5)),
     };
     lost_reply(&plan, &store, &a, &b).await;
+}
+
+/// A late `try_lock` leaves no entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_whose_reply_was_lost_leaves_no_orphan_entry() {
+    lost(Acquisition::Lock, "lost").await;
+}
+
+/// A late enqueue behind a holder leaves no waiting entry that would
+/// hold once the holder leaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_request_whose_reply_was_lost_leaves_no_phantom_waiter() {
+    lost(Acquisition::QueuedLock, "lost_queued").await;
+}
+
+/// A late `try_read` leaves no read entry keeping writers out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_lock_whose_reply_was_lost_leaves_no_orphan_reader() {
+    lost(Acquisition::Read, "lost_read").await;
+}
+
+/// A late `try_acquire` leaves no permit entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_whose_reply_was_lost_leaves_no_orphan_permit() {
+    lost(Acquisition::Permit, "lost_permit").await;
 }
 
 /// Waits until the standby has replayed the store's layout.

@@ -1,6 +1,7 @@
 //! Fault tests for Redis locks on dedicated `redis-server` processes:
 //! server killed and restarted, holder process killed or frozen, network
-//! cut and slowed down through a fault proxy.
+//! cut and slowed down through a fault proxy. (Acquisitions whose reply
+//! was lost: `tests/redis_lost_reply.rs`.)
 //!
 //! A "holder process" is this test binary run again with
 //! `HOLDER_URL_VAR` set: the `holder_process_helper` test then takes the
@@ -11,14 +12,11 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::helper::{helper_locker, Helper};
-use common::{connect, raw_connection, server_url, start};
-use distlock_testkit::layout::RedisKeys;
+use common::{connect, server_url, start};
 use distlock_testkit::redis::redis_spec;
-use distlock_testkit::scenarios::lost_reply::{lost_reply, GiveUp, LostReply, LostReplyStore};
 use distlock_testkit::scenarios::{freed_after_kill, FreedWithin};
 use distlock_testkit::{FaultProxy, FencedResource, Server};
 use lock_core::{LockError, LockGuard, LockOptions, Locker};
-use redis::AsyncCommands;
 
 const HOLDER_URL_VAR: &str = "DISTLOCK_TEST_HOLDER_URL";
 const TTL: Duration = Duration::from_secs(1);
@@ -210,71 +208,4 @@ async fn frozen_holder_is_fenced_off_and_told_after_it_resumes() {
     assert!(resource.rejected() >= 1);
     assert_eq!(resource.last_write().unwrap().1, "from the second holder");
     guard.release().await.unwrap();
-}
-
-/// An acquisition whose reply never came — the server frozen past the
-/// response timeout, then resumed, so it applies the request after the
-/// caller gave up — leaves no lock behind: another client takes it within
-/// seconds, far inside the 30 s lease an orphan would block it for.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_acquire_whose_reply_was_lost_leaves_no_orphan_lock() {
-    let server = server("redis-lost-reply").await;
-    let url = server_url(server.addr(), "lost-reply", Duration::from_secs(30));
-    let (a, b) = (connect(&url).await.unwrap(), connect(&url).await.unwrap());
-    let store = RedisRecords {
-        raw: raw_connection(&format!("redis://{}", server.addr())).await,
-        locker: b.clone(),
-    };
-    // "warm" draws from the counter "k" shares (the namespace's).
-    let plan = LostReply {
-        server: &server,
-        give_up: GiveUp::ResponseTimeout,
-        warm_key: "warm",
-        keys: &["k"],
-        reach_within: SLACK * 3,
-        clean_within: Some(SLACK * 3),
-    };
-    let seen = lost_reply(&plan, &store, &a, &b).await;
-    // The lost request used the token after warm's.
-    assert_eq!(
-        seen.taken_token,
-        seen.warm_token + 2,
-        "the lost acquisition was never applied"
-    );
-}
-
-/// A lock's keys on one server, read with a raw connection: the
-/// namespace's token counter and the lock's own keys.
-struct RedisRecords {
-    raw: ::redis::aio::MultiplexedConnection,
-    locker: Locker,
-}
-
-impl LostReplyStore for RedisRecords {
-    type Mark = u64;
-
-    async fn mark(&self) -> u64 {
-        let keys = RedisKeys::of(&self.locker.name("k").unwrap());
-        let counter: Option<u64> = self.raw.clone().get(&keys.token).await.unwrap();
-        counter.unwrap_or(0)
-    }
-
-    async fn reached(&self, before: &u64) -> Result<(), String> {
-        match self.mark().await {
-            now if now > *before => Ok(()),
-            now => Err(format!("token counter at {now}, {before} before")),
-        }
-    }
-
-    async fn kept(&self, key: &str) -> usize {
-        let keys = RedisKeys::of(&self.locker.name(key).unwrap());
-        let exist: usize = ::redis::cmd("EXISTS")
-            .arg(&keys.lock)
-            .arg(&keys.queue)
-            .arg(&keys.waiters)
-            .query_async(&mut self.raw.clone())
-            .await
-            .unwrap();
-        exist
-    }
 }
