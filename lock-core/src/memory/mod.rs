@@ -12,10 +12,11 @@
 //! out included: the table queues each on every watcher of the lock as
 //! it makes it (`watch_every_change`). Nothing survives the process.
 
+mod object;
 mod table;
+mod watch;
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -25,8 +26,8 @@ use tokio::sync::Notify;
 use crate::backend::Capability::PerLockExpiry;
 use crate::backend::Capability::WatchEveryChange;
 use crate::backend::{
-    holder_stream, AcquireRequest, Acquired, Backend, Capabilities, Change, HeldLock, HolderSource,
-    HolderStream, Primitive, Renewal, Store as StorePlugin,
+    holder_stream, AcquireRequest, Acquired, Backend, Capabilities, HeldLock, HolderStream,
+    Primitive, Renewal, Store as StorePlugin,
 };
 use crate::error::LockError;
 use crate::info::LockInfo;
@@ -35,7 +36,9 @@ use crate::loss_reason::LossReason;
 use crate::owner::OwnerId;
 use crate::token::FencingToken;
 use crate::url::StoreUrl;
-use table::{Admission, HolderState, ObjectId, Table, WatchFeed};
+use object::ObjectId;
+use table::{Admission, Table};
+use watch::MemoryWatch;
 
 /// URL scheme of the memory store.
 pub const MEMORY_SCHEME: &str = "mem";
@@ -216,12 +219,7 @@ impl Backend for MemoryBackend {
     }
 
     fn watch(&self, name: &LockName) -> HolderStream {
-        holder_stream(MemoryWatch {
-            store: Arc::clone(&self.store),
-            name: name.clone(),
-            feed: None,
-            expires_at: None,
-        })
+        holder_stream(MemoryWatch::new(Arc::clone(&self.store), name))
     }
 
     async fn force_release(&self, name: &LockName) -> Result<bool, LockError> {
@@ -317,94 +315,6 @@ impl HeldLock for MemoryHeld {
     }
 }
 
-/// A watch of one lock in a memory store: the table queues every change
-/// of the lock's holder on it as it makes it ([`Table::watch`]), so every
-/// change is reported. At the holder's lease end, which nothing
-/// announces, the watch looks for the expiry itself, as a waiter would.
-struct MemoryWatch {
-    store: Arc<Shared>,
-    name: LockName,
-    /// The states queued for this watch; `None` until the first read.
-    feed: Option<WatchFeed>,
-    /// When the lease of the holder last reported ends.
-    expires_at: Option<Instant>,
-}
-
-impl MemoryWatch {
-    /// Takes `state` as the one last reported.
-    fn report(&mut self, state: HolderState) -> Option<LockInfo> {
-        self.expires_at = state.as_ref().map(|(_, expires_at)| *expires_at);
-        state.map(|(info, _)| info)
-    }
-}
-
-#[async_trait]
-impl HolderSource for MemoryWatch {
-    async fn read(&mut self) -> Result<Option<LockInfo>, LockError> {
-        let state = {
-            let mut table = self.store.table();
-            match self.feed.as_mut() {
-                Some(feed) => table.rewatch(&self.name, feed),
-                None => {
-                    let (state, feed) = table.watch(&self.name);
-                    self.feed = Some(feed);
-                    state
-                }
-            }
-        };
-        Ok(self.report(state))
-    }
-
-    async fn next_change(&mut self) -> Result<Change, LockError> {
-        loop {
-            let Some(feed) = self.feed.as_mut() else {
-                return Ok(Change::Reread);
-            };
-            if feed.overflowed.load(Ordering::SeqCst) {
-                // More than the queue holds went unread: read again.
-                return Ok(Change::Reread);
-            }
-            let expires_at = self.expires_at;
-            let expiry = async move {
-                match expires_at {
-                    Some(at) => tokio::time::sleep_until(at.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                state = feed.states.recv() => {
-                    let Some(state) = state else {
-                        return Ok(Change::Reread);
-                    };
-                    return Ok(Change::Holder(self.report(state)));
-                }
-                () = expiry => {
-                    // Nothing announces an expiry: look for it (and let in
-                    // whom it frees); the change it makes is queued on
-                    // this watch like any other. A lease renewed meanwhile
-                    // ends later.
-                    let id = ObjectId::lock(&self.name);
-                    let (woken, holder) = {
-                        let mut table = self.store.table();
-                        let woken = table.dispatch(&id);
-                        (woken, table.lock_holder(&self.name))
-                    };
-                    self.store.woke(woken);
-                    self.expires_at = holder.map(|(_, expires_at)| expires_at);
-                }
-            }
-        }
-    }
-}
-
-impl Drop for MemoryWatch {
-    fn drop(&mut self) {
-        if let Some(feed) = &self.feed {
-            self.store.table().unwatch(&self.name, feed.id);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -441,10 +351,10 @@ mod tests {
             .collect();
         assert_eq!(values, expected);
 
-        for i in 0..table::WATCHER_QUEUE + 10 {
+        for i in 0..watch::WATCHER_QUEUE + 10 {
             guard.set_value(format!("w{i}")).await.unwrap();
         }
-        let last = format!("w{}", table::WATCHER_QUEUE + 9);
+        let last = format!("w{}", watch::WATCHER_QUEUE + 9);
         assert_eq!(watch.changed().await.expect("held").value, last);
         guard.release().await.unwrap();
         assert_eq!(watch.next().await, Some(None));

@@ -1,157 +1,32 @@
-//! The memory store's state: per object (a name's lock, or its semaphore)
-//! the holders, the limit, and the queue of waiters, served in order.
+//! The memory store's state: every [`Object`] (a name's lock, or its
+//! semaphore) with its holders, limit and queue of waiters, served in
+//! order, and the token counters.
 //!
 //! Every change that can let a waiter in (a release, an expiry found, a
 //! cancelled waiter) runs [`Table::dispatch`], which grants the queue's
 //! front for as long as it fits beside the holders and returns the
 //! waiters it granted, so that exactly those are woken.
 //!
-//! Watches of a lock's holder are kept here too ([`Table::watch`]): every
-//! change of a lock's first holder or of its value queues the new state
-//! on each watcher of the name while the table is still locked, so each
-//! watcher gets every change, in the order the table made them.
+//! Watches of a lock's holder are kept here too ([`Table::watch`]; the
+//! queues themselves in [`Watchers`]): every change the table makes to a
+//! lock's first holder or value is delivered to them while it is still
+//! locked ([`Table::publish`]).
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 
-use crate::backend::{AcquireRequest, LossReporter};
+use super::object::{Ask, Entry, Object, ObjectId, Waiter};
+use super::watch::{HolderState, WatchFeed, Watchers};
+use crate::backend::AcquireRequest;
 use crate::error::LockError;
 use crate::info::{HoldKind, LockInfo};
 use crate::key::{LockName, Namespace};
 use crate::loss_reason::LossReason;
 use crate::owner::OwnerId;
 use crate::token::FencingToken;
-
-/// A name's lock or its semaphore: separate objects with separate tokens.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) struct ObjectId {
-    pub(super) name: LockName,
-    pub(super) semaphore: bool,
-}
-
-impl ObjectId {
-    /// The object a hold of `kind` on `name` is taken in.
-    pub(super) fn of(name: &LockName, kind: HoldKind) -> Self {
-        Self {
-            name: name.clone(),
-            semaphore: kind.is_permit(),
-        }
-    }
-
-    /// The lock of `name`.
-    pub(super) fn lock(name: &LockName) -> Self {
-        Self {
-            name: name.clone(),
-            semaphore: false,
-        }
-    }
-}
-
-/// One hold.
-#[derive(Debug)]
-pub(super) struct Entry {
-    pub(super) owner: OwnerId,
-    pub(super) token: FencingToken,
-    pub(super) kind: HoldKind,
-    pub(super) value: String,
-    pub(super) expires_at: Instant,
-    reporter: LossReporter,
-}
-
-impl Entry {
-    pub(super) fn live(&self, now: Instant) -> bool {
-        now < self.expires_at
-    }
-
-    pub(super) fn info(&self, now: Instant) -> LockInfo {
-        LockInfo::new(
-            self.owner.as_str(),
-            self.token,
-            Some(self.expires_at.saturating_duration_since(now)),
-        )
-        .with_value(self.value.as_str())
-        .with_kind(self.kind)
-    }
-}
-
-/// What a hold asks for, kept while its request waits in the queue.
-#[derive(Debug)]
-struct Ask {
-    owner: OwnerId,
-    kind: HoldKind,
-    value: String,
-    ttl: Duration,
-    reporter: LossReporter,
-}
-
-impl Ask {
-    fn of(request: &AcquireRequest) -> Self {
-        Self {
-            owner: request.owner.clone(),
-            kind: request.kind,
-            value: request.value.clone(),
-            ttl: request.ttl,
-            reporter: request.loss.clone(),
-        }
-    }
-}
-
-#[derive(Debug)]
-struct Waiter {
-    id: u64,
-    ask: Ask,
-    wake: Arc<Notify>,
-}
-
-#[derive(Debug, Default)]
-struct Object {
-    holders: Vec<Entry>,
-    queue: VecDeque<Waiter>,
-    /// Tokens of waiters granted but not yet collected, and when their
-    /// leases began, by waiter id.
-    granted: HashMap<u64, (FencingToken, Instant)>,
-    /// A semaphore's limit, stored while it has holders.
-    limit: Option<u32>,
-}
-
-impl Object {
-    /// Drops expired holders, telling each it lost its hold; whether any
-    /// was dropped.
-    fn purge(&mut self, now: Instant) -> bool {
-        let before = self.holders.len();
-        self.holders.retain(|entry| {
-            let live = entry.live(now);
-            if !live {
-                entry.reporter.report(LossReason::ValidityExpired);
-            }
-            live
-        });
-        self.holders.len() < before
-    }
-
-    /// The first live holder and when its lease ends.
-    fn first_holder(&self, now: Instant) -> Option<(LockInfo, Instant)> {
-        let entry = self.holders.iter().find(|e| e.live(now))?;
-        Some((entry.info(now), entry.expires_at))
-    }
-
-    /// Whether a hold of `kind` fits beside the current holders.
-    fn fits(&self, kind: HoldKind) -> bool {
-        match kind {
-            HoldKind::Exclusive => self.holders.is_empty(),
-            HoldKind::Shared => self.holders.iter().all(|h| h.kind == HoldKind::Shared),
-            HoldKind::Permit { limit } => self.holders.len() < limit as usize,
-        }
-    }
-
-    fn is_unused(&self) -> bool {
-        self.holders.is_empty() && self.queue.is_empty() && self.granted.is_empty()
-    }
-}
 
 /// How a request was met.
 #[derive(Debug)]
@@ -164,35 +39,6 @@ pub(super) enum Admission {
     Busy,
 }
 
-/// A lock's holder as a watch hears it: the first live holder and when
-/// its lease ends, or `None` when the lock is free.
-pub(super) type HolderState = Option<(LockInfo, Instant)>;
-
-/// How many states a watcher may have waiting unread; past that it is
-/// told it missed some ([`WatchFeed::overflowed`]) and reads again.
-pub(super) const WATCHER_QUEUE: usize = 1024;
-
-/// One watch of one lock's holder, as the table keeps it.
-#[derive(Debug)]
-struct Watcher {
-    id: u64,
-    /// The state this watcher was last given (or read).
-    last: Option<LockInfo>,
-    states: mpsc::Sender<HolderState>,
-    overflowed: Arc<AtomicBool>,
-}
-
-/// The receiving end of a watch set with [`Table::watch`].
-#[derive(Debug)]
-pub(super) struct WatchFeed {
-    /// The watcher's id, for [`Table::rewatch`] and [`Table::unwatch`].
-    pub(super) id: u64,
-    /// Every state after the read that set the watch, in order.
-    pub(super) states: mpsc::Receiver<HolderState>,
-    /// Set when a state could not be queued (the queue was full).
-    pub(super) overflowed: Arc<AtomicBool>,
-}
-
 /// Every object of one memory store.
 #[derive(Debug, Default)]
 pub(super) struct Table {
@@ -201,8 +47,7 @@ pub(super) struct Table {
     counters: HashMap<ObjectId, u64>,
     next_waiter: u64,
     /// The watches of each lock's holder.
-    watchers: HashMap<LockName, Vec<Watcher>>,
-    next_watcher: u64,
+    watchers: Watchers,
 }
 
 impl Table {
@@ -313,7 +158,7 @@ impl Table {
 
     /// The soonest end of a lease among the holders of `id`.
     pub(super) fn soonest_expiry(&self, id: &ObjectId) -> Option<Instant> {
-        self.objects.get(id).and_then(soonest_expiry)
+        self.objects.get(id).and_then(Object::soonest_expiry)
     }
 
     /// The live holders of `id`, oldest first.
@@ -416,24 +261,7 @@ impl Table {
     /// state ([`publish`](Self::publish)).
     pub(super) fn watch(&mut self, name: &LockName) -> (HolderState, WatchFeed) {
         let now = self.lock_holder(name);
-        let (sender, states) = mpsc::channel(WATCHER_QUEUE);
-        let overflowed = Arc::new(AtomicBool::new(false));
-        self.next_watcher += 1;
-        let id = self.next_watcher;
-        self.watchers
-            .entry(name.clone())
-            .or_default()
-            .push(Watcher {
-                id,
-                last: now.as_ref().map(|(info, _)| info.clone()),
-                states: sender,
-                overflowed: Arc::clone(&overflowed),
-            });
-        let feed = WatchFeed {
-            id,
-            states,
-            overflowed,
-        };
+        let feed = self.watchers.add(name, &now);
         (now, feed)
     }
 
@@ -441,33 +269,17 @@ impl Table {
     /// had queued (older than this read): the holder now. Sets the watch
     /// again if it was gone.
     pub(super) fn rewatch(&mut self, name: &LockName, feed: &mut WatchFeed) -> HolderState {
-        while feed.states.try_recv().is_ok() {}
-        feed.overflowed.store(false, Ordering::SeqCst);
+        feed.clear();
         let now = self.lock_holder(name);
-        let last = now.as_ref().map(|(info, _)| info.clone());
-        let watcher = self
-            .watchers
-            .get_mut(name)
-            .and_then(|watchers| watchers.iter_mut().find(|w| w.id == feed.id));
-        match watcher {
-            Some(watcher) => watcher.last = last,
-            None => {
-                let (now, new_feed) = self.watch(name);
-                *feed = new_feed;
-                return now;
-            }
+        if !self.watchers.read_again(name, feed.id, &now) {
+            *feed = self.watchers.add(name, &now);
         }
         now
     }
 
     /// Stops watcher `id` of `name`.
     pub(super) fn unwatch(&mut self, name: &LockName, id: u64) {
-        if let Some(watchers) = self.watchers.get_mut(name) {
-            watchers.retain(|w| w.id != id);
-            if watchers.is_empty() {
-                self.watchers.remove(name);
-            }
-        }
+        self.watchers.remove(name, id);
     }
 
     /// Queues the holder of `id`'s lock on each of its watchers that was
@@ -475,39 +287,14 @@ impl Table {
     /// everything that may change a lock's first holder or its value, so
     /// every change reaches every watcher in order.
     fn publish(&mut self, id: &ObjectId) {
-        if id.semaphore {
+        if id.semaphore || !self.watchers.any(&id.name) {
             return;
         }
-        let Some(watchers) = self.watchers.get_mut(&id.name) else {
-            return;
-        };
         let now = self
             .objects
             .get(id)
             .and_then(|object| object.first_holder(Instant::now()));
-        watchers.retain_mut(|watcher| {
-            let same = match (&watcher.last, &now) {
-                (None, None) => true,
-                (Some(last), Some((info, _))) => last.same_state(info),
-                _ => false,
-            };
-            if same {
-                return true;
-            }
-            watcher.last = now.as_ref().map(|(info, _)| info.clone());
-            match watcher.states.try_send(now.clone()) {
-                Ok(()) => true,
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    watcher.overflowed.store(true, Ordering::SeqCst);
-                    true
-                }
-                // The watch is gone.
-                Err(mpsc::error::TrySendError::Closed(_)) => false,
-            }
-        });
-        if watchers.is_empty() {
-            self.watchers.remove(&id.name);
-        }
+        self.watchers.deliver(&id.name, &now);
     }
 
     fn grant(&mut self, id: &ObjectId, ask: Ask, now: Instant) -> FencingToken {
@@ -531,8 +318,4 @@ impl Table {
             self.objects.remove(id);
         }
     }
-}
-
-fn soonest_expiry(object: &Object) -> Option<Instant> {
-    object.holders.iter().map(|e| e.expires_at).min()
 }
