@@ -176,11 +176,24 @@ async fn leftovers(
     let checker = connect(&direct, ttl).await?;
     let mut leftovers = 0;
     for key in keys {
-        leftovers += held_on(&checker, key)
-            .await
-            .map_err(|e| format!("inspect {key}: {e}"))?;
+        leftovers += held_on_once_answered(&checker, key, ttl).await?;
     }
     Ok(leftovers)
+}
+
+/// [`held_on`], asked again while the store is unavailable for up to ten
+/// ttls: the row's last fault may have ended just before the clients
+/// stopped, and a deployment healing from it (a Redis Cluster or Sentinel
+/// failover settling) may not answer at once.
+async fn held_on_once_answered(checker: &Locker, key: &str, ttl: Duration) -> Result<u64, String> {
+    let until = Instant::now() + ttl * 10;
+    loop {
+        match held_on(checker, key).await {
+            Ok(held) => return Ok(held),
+            Err(e) if e.is_retriable() && Instant::now() < until => sleep(ttl / 4).await,
+            Err(e) => return Err(format!("inspect {key}: {e}")),
+        }
+    }
 }
 
 /// Injects the faults by turns, a ttl apart, until `deadline` has passed
