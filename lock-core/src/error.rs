@@ -42,7 +42,7 @@ pub enum LockError {
         reason: String,
     },
     /// A semaphore limit outside 1 to
-    /// [`MAX_SEMAPHORE_LIMIT`](crate::MAX_SEMAPHORE_LIMIT); nothing was
+    /// [`MAX_SEMAPHORE_LIMIT`]; nothing was
     /// sent to the store.
     #[error(
         "invalid semaphore limit {limit}: it must be 1 to {}",

@@ -166,7 +166,7 @@ impl Locker {
 
     /// Removes everything the store keeps for this locker's namespace:
     /// every hold, waiter, stored limit and fencing counter in it (see
-    /// [`Backend::purge_namespace`](crate::backend::Backend::purge_namespace)).
+    /// [`Backend::purge_namespace`]).
     /// Holders in the namespace lose their locks and its tokens may start
     /// again from the bottom, so this is for namespaces nobody uses any
     /// more: those a test, `distlock check` or a benchmark made for

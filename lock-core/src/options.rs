@@ -67,7 +67,7 @@ impl LockOptions {
     }
 
     /// Wait at most `wait` for the lock, then fail with
-    /// [`LockError::Timeout`](crate::LockError::Timeout). A zero wait makes
+    /// [`LockError::Timeout`]. A zero wait makes
     /// exactly one attempt.
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = WaitLimit::For(wait);
@@ -99,7 +99,7 @@ impl LockOptions {
     /// [`Locker::inspect`](crate::Locker::inspect) and
     /// [`Locker::watch`](crate::Locker::watch). UTF-8, at most
     /// [`MAX_VALUE_LEN`] bytes; a longer value fails the lock call with
-    /// [`LockError::InvalidValue`](crate::LockError::InvalidValue). Empty by
+    /// [`LockError::InvalidValue`]. Empty by
     /// default.
     pub fn value(mut self, value: impl Into<String>) -> Self {
         self.value = value.into();

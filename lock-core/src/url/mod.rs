@@ -15,7 +15,7 @@
 //! 4. an option nobody took is an error naming it and the known ones.
 //!
 //! Messages never show credentials: they quote the URL through
-//! [`redact`], and passwords are kept in [`Secret`]s, which have no
+//! [`redact()`], and passwords are kept in [`Secret`]s, which have no
 //! `Display`.
 
 mod credentials;

@@ -2,7 +2,7 @@
 //!
 //! Every store accepts the common options (`ttl`, `namespace`, `wait`,
 //! `connect_timeout`) plus its own. A store takes what it knows with the
-//! `take_*` methods; [`parse`](super::parse) then rejects anything left
+//! `take_*` methods; [`StoreUrl::finish`](super::StoreUrl::finish) then rejects anything left
 //! over, naming it and listing the options that are understood.
 
 use std::collections::BTreeMap;

@@ -69,7 +69,7 @@ pub async fn election_has_one_leader_at_a_time(factory: &dyn LockerFactory) -> C
 /// successive leaders in order: none skipped, no term going backwards.
 /// The leaders are 150 ms apart, longer than one re-read on every store,
 /// so even a store whose watch may merge changes reports each; leaders
-/// back to back are [`observe_reports_back_to_back_leaders`](super::observe_reports_back_to_back_leaders).
+/// back to back are [`observe_reports_back_to_back_leaders`].
 pub async fn observe_sees_every_leader_in_order(factory: &dyn LockerFactory) -> CaseResult {
     const LEADERS: usize = 5;
     let (_, a, b) = two_lockers(factory, "observe_order", TTL).await?;
