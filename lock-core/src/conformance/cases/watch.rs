@@ -238,6 +238,26 @@ async fn settle(
     }
 }
 
+/// `observed` without the states a store that merges changes may show of
+/// a taker's undone attempt: a held state followed at once by the same
+/// owner holding with a higher token (Redlock: a round that reached a
+/// majority, then was undone by its taker, who won the next round). A
+/// store that declares `every_change` reports real holds only.
+fn without_undone_rounds(observed: &[State], every_change: bool) -> Vec<State> {
+    let undone = |i: usize| -> bool {
+        let (Some(Some((owner, token, _))), Some(Some((next_owner, next_token, _)))) =
+            (observed.get(i), observed.get(i + 1))
+        else {
+            return false;
+        };
+        !every_change && owner == next_owner && token < next_token
+    };
+    (0..observed.len())
+        .filter(|&i| !undone(i))
+        .map(|i| observed[i].clone())
+        .collect()
+}
+
 /// Checks what a watch reported while the changes `actual` happened back
 /// to back (`actual` starts and ends free): the free lock first and last,
 /// no state twice in a row, tokens never going back, and only states that
@@ -263,7 +283,8 @@ fn check_reported(observed: &[State], actual: &[State], every_change: bool, free
         shown()
     );
     let mut rest = actual.iter();
-    for state in observed {
+    let settled = without_undone_rounds(observed, every_change);
+    for state in &settled {
         assert!(
             rest.any(|happened| happened == state),
             "{state:?} never happened, or not in this order\n{}",
