@@ -13,7 +13,8 @@ use common::connect;
 use distlock_testkit::etcd::{keys_under, raw_client, shared_etcd_url, TEST_TIMEOUTS};
 use distlock_testkit::layout::etcd_queue_prefix;
 use distlock_testkit::scenarios::rw_faults::{
-    child_holder, frozen_reader_is_replaced, frozen_writer_is_replaced, ChildRun, RwFaults, RwStore,
+    child_holder, frozen_reader_is_replaced, frozen_writer_is_replaced, waiting_besides_holders,
+    ChildRun, RwFaults, RwStore,
 };
 use distlock_testkit::with_query;
 use lock_core::Locker;
@@ -43,11 +44,8 @@ impl RwStore for Queue {
         let entries = keys_under(&self.raw, &etcd_queue_prefix(&name))
             .await
             .map_err(|e| e.to_string())?;
-        let holders = self.locker.holders(key).await.map_err(|e| e.to_string())?;
-        usize::try_from(entries)
-            .ok()
-            .and_then(|entries| entries.checked_sub(holders.len()))
-            .ok_or_else(|| format!("{entries} entries, {} holders", holders.len()))
+        let entries = usize::try_from(entries).map_err(|e| e.to_string())?;
+        waiting_besides_holders(&self.locker, key, entries).await
     }
 }
 

@@ -13,7 +13,8 @@ use std::time::Duration;
 use common::{connect, SLACK};
 use distlock_testkit::layout::zk_lock_dir;
 use distlock_testkit::scenarios::rw_faults::{
-    child_holder, frozen_reader_is_replaced, frozen_writer_is_replaced, ChildRun, RwFaults, RwStore,
+    child_holder, frozen_reader_is_replaced, frozen_writer_is_replaced, waiting_besides_holders,
+    ChildRun, RwFaults, RwStore,
 };
 use distlock_testkit::zookeeper::{raw_client, shared_standalone, zk_url};
 use lock_core::Locker;
@@ -49,10 +50,7 @@ impl RwStore for Queue {
             .iter()
             .filter(|node| node.starts_with("lock-") || node.starts_with("read-"))
             .count();
-        let holders = self.locker.holders(key).await.map_err(|e| e.to_string())?;
-        queued
-            .checked_sub(holders.len())
-            .ok_or_else(|| format!("{children:?}, {} holders", holders.len()))
+        waiting_besides_holders(&self.locker, key, queued).await
     }
 }
 

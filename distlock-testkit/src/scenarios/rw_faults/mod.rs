@@ -101,6 +101,21 @@ pub struct RwFaults<'a> {
     pub reasons: &'a [&'a str],
 }
 
+/// For an [`RwStore`] that counts a lock's records (queue entries,
+/// nodes) in the store: how many of the `recorded` ones wait, that is all
+/// but the holders `locker` lists for `key`. `Err` naming both counts
+/// when the store lists more holders than records.
+pub async fn waiting_besides_holders(
+    locker: &Locker,
+    key: &str,
+    recorded: usize,
+) -> Result<usize, String> {
+    let holders = locker.holders(key).await.map_err(|e| e.to_string())?;
+    recorded
+        .checked_sub(holders.len())
+        .ok_or_else(|| format!("{recorded} records, {} holders", holders.len()))
+}
+
 /// What a replacement scenario saw, for a store's own further checks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Replaced {
