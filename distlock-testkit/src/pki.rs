@@ -73,31 +73,7 @@ impl Pki {
     ///
     /// If key generation or writing the temporary files fails.
     pub fn generate() -> Self {
-        let dir = tempfile::tempdir().expect("a temporary directory for the PKI");
-        let (ca_cert, issuer) = authority("distlock test CA");
-        let (server_cert, server_key) = leaf(
-            &issuer,
-            &["127.0.0.1", "localhost"],
-            "distlock-test-server",
-            ExtendedKeyUsagePurpose::ServerAuth,
-        );
-        let (client_cert, client_key) = leaf(
-            &issuer,
-            &[],
-            "distlock-client",
-            ExtendedKeyUsagePurpose::ClientAuth,
-        );
-        let (other_ca, _) = authority("some other CA");
-        let path = dir.path().to_owned();
-        Self {
-            ca: write(&path, "ca.pem", &ca_cert.pem()),
-            server_cert: write(&path, "server.pem", &server_cert),
-            server_key: write(&path, "server.key", &server_key),
-            client_cert: write(&path, "client.pem", &client_cert),
-            client_key: write(&path, "client.key", &client_key),
-            other_ca: write(&path, "other-ca.pem", &other_ca.pem()),
-            _dir: dir,
-        }
+        Self::generate_for_server_names(&["127.0.0.1", "localhost"])
     }
 
     /// Generates fresh keys and certificates as [`Pki::generate`] does,
