@@ -83,5 +83,6 @@ async fn file_declares_its_capabilities() {
     let mut expected = Capabilities::default();
     expected.shared_locks = true;
     expected.semaphores = true;
+    expected.namespaced_keys = true;
     assert_eq!(locker.capabilities(), expected);
 }

@@ -32,5 +32,6 @@ async fn mem_declares_its_capabilities() {
     expected.shared_locks = true;
     expected.semaphores = true;
     expected.watch_every_change = true;
+    expected.namespaced_keys = true;
     assert_eq!(locker.capabilities(), expected);
 }

@@ -203,6 +203,7 @@ impl LockerCore {
             wait,
             value,
             kind,
+            taking,
             loss: reporter,
         };
         let span = tracing::debug_span!(

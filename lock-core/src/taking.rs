@@ -1,13 +1,21 @@
 //! [`Taking`]: what one acquisition takes, as the API was called (a lock,
 //! a read or write lock, a permit, a leadership): the hold asked of the
-//! store and the `kind` label of its metrics.
+//! store, the recipe a store following another client family's layout
+//! uses for it, and the `kind` label of its metrics.
 
 use crate::info::HoldKind;
 
-/// What an acquisition takes, as the API was called: the hold it asks the
-/// store for, and the `kind` label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Taking {
+/// What an acquisition takes, as the API was called
+/// ([`AcquireRequest::taking`](crate::backend::AcquireRequest::taking)).
+///
+/// Most stores need only the hold it asks for ([`Taking::hold_kind`]): a
+/// lock, a write lock and a leadership are the same exclusive hold of a
+/// name. A store laid out as another client family's recipes (Curator's
+/// mutex, leader latch and read-write lock name their nodes differently)
+/// tells them apart by this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Taking {
     /// `Locker::lock` and friends.
     Lock,
     /// A read lock.
@@ -25,7 +33,7 @@ pub(crate) enum Taking {
 
 impl Taking {
     /// The hold asked of the store.
-    pub(crate) fn hold_kind(self) -> HoldKind {
+    pub fn hold_kind(self) -> HoldKind {
         match self {
             Self::Lock | Self::Write | Self::Leader => HoldKind::Exclusive,
             Self::Read => HoldKind::Shared,

@@ -65,6 +65,7 @@ impl Backend for SilentRenewals {
             wait: request.wait,
             value: request.value.clone(),
             kind: request.kind,
+            taking: request.taking,
             loss: unheard,
         };
         Ok(self.0.acquire(&request).await?.map(|acquired| Acquired {

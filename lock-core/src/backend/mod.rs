@@ -72,6 +72,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::LockError;
 pub use crate::info::HoldKind;
+pub use crate::taking::Taking;
 use crate::info::LockInfo;
 use crate::key::{LockName, Namespace};
 use crate::owner::OwnerId;
@@ -263,13 +264,20 @@ capabilities! {
     /// holder may not appear). What every store guarantees, and the fine
     /// print, is in [`HolderWatch`](crate::HolderWatch).
     watch_every_change: WatchEveryChange,
+    /// The locker's namespace is part of where each key lives in the
+    /// store: the same key in two namespaces is two locks, and
+    /// [`Backend::purge_namespace`] (where supported) removes one
+    /// namespace's state. Every store has it in its own layout; a layout
+    /// shared with another client family (whose keys are exactly the
+    /// names that family uses) does not.
+    namespaced_keys: NamespacedKeys,
 }
 
 impl Capabilities {
     /// What a store offers that keeps its own queue of waiters for every
-    /// primitive: locks freed after their holder vanishes, forced
-    /// releases, waiters woken by the store in the order they asked, read
-    /// locks and semaphores. The in-memory store is this with
+    /// primitive: keys kept apart per namespace, locks freed after their
+    /// holder vanishes, forced releases, waiters woken by the store in the
+    /// order they asked, read locks and semaphores. The in-memory store is this with
     /// [`PerLockExpiry`](Capability::PerLockExpiry); etcd and ZooKeeper
     /// (whose locks live as long as a session) are this with
     /// [`Remote`](Capability::Remote); Redis is this with both.
@@ -278,10 +286,11 @@ impl Capabilities {
     /// use lock_core::backend::Capabilities;
     /// let caps = Capabilities::QUEUEING_STORE;
     /// assert!(caps.expiry && caps.force_release && caps.notified_wakeups && caps.fifo);
-    /// assert!(caps.shared_locks && caps.semaphores);
+    /// assert!(caps.shared_locks && caps.semaphores && caps.namespaced_keys);
     /// assert!(!caps.per_lock_expiry && !caps.remote);
     /// ```
     pub const QUEUEING_STORE: Self = Self::of(&[
+        Capability::NamespacedKeys,
         Capability::Expiry,
         Capability::ForceRelease,
         Capability::NotifiedWakeups,
@@ -347,6 +356,10 @@ pub struct AcquireRequest {
     /// limit of 1 to [`MAX_SEMAPHORE_LIMIT`](crate::MAX_SEMAPHORE_LIMIT))
     /// only to stores with [`Capabilities::semaphores`].
     pub kind: HoldKind,
+    /// How the API was called (a lock, a write lock, a leadership, ...);
+    /// `kind` is always `taking.hold_kind()`. Only stores laid out as
+    /// another client family's recipes need more than `kind`.
+    pub taking: Taking,
     /// Report the loss of the lock here once acquired.
     pub loss: LossReporter,
 }

@@ -34,7 +34,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::future::join_all;
 use lock_core::backend::Capability::{
-    Expiry, ForceRelease, NotifiedWakeups, PerLockExpiry, Remote,
+    Expiry, ForceRelease, NamespacedKeys, NotifiedWakeups, PerLockExpiry, Remote,
 };
 use lock_core::backend::{
     acquire_with_retries, holder_stream, AcquireRequest, Acquired, Attempt, Backend, Backoff,
@@ -114,7 +114,14 @@ impl Backend for RedlockBackend {
         // No `fifo`: a Redlock waiter is not queued on the masters. No
         // `watch_every_change`: a watch reads the majority view again on
         // any master's message, so quick changes may be merged.
-        Capabilities::of(&[Expiry, PerLockExpiry, ForceRelease, NotifiedWakeups, Remote])
+        Capabilities::of(&[
+            NamespacedKeys,
+            Expiry,
+            PerLockExpiry,
+            ForceRelease,
+            NotifiedWakeups,
+            Remote,
+        ])
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {

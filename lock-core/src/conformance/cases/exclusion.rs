@@ -142,6 +142,9 @@ pub async fn namespaces_isolate(factory: &dyn LockerFactory) -> CaseResult {
     let first = settings("namespaces_a", TTL);
     let second = settings("namespaces_b", TTL);
     let a = factory.open(&first).await?;
+    if !a.capabilities().namespaced_keys {
+        return Ok(Outcome::NotApplicable(why::NO_NAMESPACES));
+    }
     let b = factory.open(&second).await?;
     let in_a = a.lock("shared").await?;
     let in_b = b

@@ -58,6 +58,9 @@ mod why {
     pub(super) const NO_FORCE_RELEASE: &str =
         "the store cannot remove another owner's lock (no force_release)";
     pub(super) const NO_PURGE: &str = "the store cannot remove a whole namespace";
+    pub(super) const NO_NAMESPACES: &str =
+        "keys are laid out as another client family's (option `layout`): they are exactly \
+         the names that family uses, so the locker's namespace is not part of them";
 }
 
 /// The ttl of most cases: long enough that expiry cannot explain a
