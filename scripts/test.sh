@@ -132,6 +132,20 @@ if ! zookeeper_present; then
 elif ! have java; then
     missing+=("default-jre-headless|java (to run ZooKeeper)|DISTLOCK_TEST_ZK_URL")
 fi
+# The Curator peer tests compile a small Java program against Debian's
+# Curator jars: a JDK (javac) and the recipes, nothing stands in for them.
+curator_present() {
+    local jar
+    for jar in curator-recipes curator-framework curator-client; do
+        [[ -f "/usr/share/java/$jar.jar" ]] || return 1
+    done
+}
+if ! have javac; then
+    missing+=("default-jdk-headless|javac (builds the Curator peer of the ZooKeeper tests)|")
+fi
+if ! curator_present; then
+    missing+=("libcurator-recipes-java|Apache Curator's recipes (the ZooKeeper tests' Curator peer)|")
+fi
 if [[ -z "$(postgres_bin_dir)" ]]; then
     missing+=("postgresql|PostgreSQL server (initdb, postgres, pg_basebackup)|DISTLOCK_TEST_PG_URL")
 fi
@@ -211,6 +225,8 @@ if ((${#missing[@]} > 0)) || ((want_etcdctl)); then
         have etcd || still+=(etcd)
         zookeeper_present || still+=(zookeeper)
         have java || still+=(java)
+        have javac || still+=(javac)
+        curator_present || still+=(libcurator-recipes-java)
         [[ -n "$(postgres_bin_dir)" ]] || still+=(postgresql)
         [[ -n "$(pgbouncer_program)" ]] || still+=(pgbouncer)
         if ((${#still[@]} > 0)); then
