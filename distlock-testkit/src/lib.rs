@@ -3,6 +3,7 @@
 
 pub mod child;
 mod cleanup;
+pub mod curator;
 pub mod data_root;
 pub mod etcd;
 pub mod fencing;
