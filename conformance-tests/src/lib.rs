@@ -12,5 +12,6 @@
 pub mod factory;
 pub mod outage;
 pub mod queue;
+pub mod zk_layout_factory;
 
 pub use factory::{DeleteEtcdHolder, DeleteZkHolder, StoreFactory, TakeAway};
