@@ -6,6 +6,7 @@ mod cleanup;
 pub mod curator;
 pub mod data_root;
 pub mod etcd;
+pub mod etcdctl;
 pub mod fencing;
 pub mod layout;
 pub mod pausable;
