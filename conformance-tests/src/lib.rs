@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 pub mod factory;
+pub mod layout_factory;
 pub mod outage;
 pub mod queue;
 pub mod zk_layout_factory;
