@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use lock_core::{LockGuard, Locker};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::OnceCell;
@@ -82,6 +83,83 @@ pub struct Held {
     pub czxid: u64,
     /// The node's name (last path segment), e.g. `_c_<uuid>-lock-0000000003`.
     pub node: String,
+}
+
+/// What a holder of a mixed fleet ([`Holder`]) takes: the same hold on
+/// either side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A plain lock (Curator's InterProcessMutex).
+    Mutex,
+    /// A read lock.
+    Read,
+    /// A write lock.
+    Write,
+    /// One permit of a semaphore with this limit.
+    Permit(u32),
+}
+
+/// A holder of a mixed fleet: a Curator peer on a ZooKeeper path, or a
+/// distlock locker (`layout=curator`) on the key stored at that path.
+#[derive(Debug)]
+pub enum Holder {
+    /// A Curator peer and the absolute path of the recipe.
+    Curator(CuratorPeer, String),
+    /// A distlock locker and the key.
+    Distlock(Locker, String),
+}
+
+/// A hold a [`Holder`] took: its fencing token (the node's czxid on both
+/// sides) and, for distlock, the guard.
+#[derive(Debug)]
+pub struct MixedHold {
+    /// The hold's fencing token.
+    pub token: u64,
+    guard: Option<LockGuard>,
+}
+
+impl Holder {
+    /// Takes `kind`, waiting as long as it takes; fails with the side's
+    /// error.
+    pub async fn take(&mut self, kind: Kind) -> Result<MixedHold, String> {
+        let guard = match self {
+            Self::Curator(peer, path) => {
+                let path = path.clone();
+                let take = match kind {
+                    Kind::Mutex => Take::Mutex(path),
+                    Kind::Read => Take::Read(path),
+                    Kind::Write => Take::Write(path),
+                    Kind::Permit(limit) => Take::Permit(path, limit),
+                };
+                let token = peer.take(&take).await?.czxid;
+                return Ok(MixedHold { token, guard: None });
+            }
+            Self::Distlock(locker, key) => match kind {
+                Kind::Mutex => locker.lock(key).await,
+                Kind::Read => locker.rwlock(key).map_err(|e| e.to_string())?.read().await,
+                Kind::Write => locker.rwlock(key).map_err(|e| e.to_string())?.write().await,
+                Kind::Permit(limit) => {
+                    let pool = locker.semaphore(key, limit).map_err(|e| e.to_string())?;
+                    pool.acquire().await
+                }
+            },
+        };
+        let guard = guard.map_err(|e| e.to_string())?;
+        let token = guard.token().get();
+        Ok(MixedHold {
+            token,
+            guard: Some(guard),
+        })
+    }
+
+    /// Gives `hold` back.
+    pub async fn release(&mut self, hold: MixedHold) -> Result<(), String> {
+        match (self, hold.guard) {
+            (Self::Curator(peer, _), _) => peer.release().await,
+            (Self::Distlock(..), Some(guard)) => guard.release().await.map_err(|e| e.to_string()),
+            (Self::Distlock(..), None) => Err("a distlock hold without its guard".into()),
+        }
+    }
 }
 
 /// One Curator client in a JVM of its own, in its own process group (see
