@@ -16,13 +16,14 @@ use lock_core::backend::{
 use lock_core::{HoldKind, LockError, LockInfo, LockName, Namespace};
 
 use crate::client::{range_reads, run_txn, with_retries};
-use crate::config::EtcdConfig;
+use crate::concurrency;
+use crate::config::{EtcdConfig, EtcdLayout};
 use crate::core::EtcdCore;
 use crate::keys;
 use crate::limit::stored_limit;
-use crate::observe::QueueWatch;
+use crate::observe::{Describe, QueueWatch};
 use crate::queue;
-use crate::value::holder_info;
+use crate::value::{entry_holder, holder_info};
 
 /// Locks in an etcd v3 cluster. See the crate docs for the algorithm and
 /// its guarantees.
@@ -52,6 +53,36 @@ impl EtcdBackend {
         &self.core.config
     }
 
+    /// The key prefix of `name`'s queue in the configured layout.
+    fn lock_prefix(&self, name: &LockName) -> Vec<u8> {
+        match &self.core.config.layout {
+            EtcdLayout::Concurrency { key_prefix } => concurrency::lock_prefix(key_prefix, name),
+            _ => keys::queue_prefix(name),
+        }
+    }
+
+    /// How an entry describes its holder in the configured layout.
+    fn describe(&self) -> Describe {
+        match self.core.config.layout {
+            EtcdLayout::Concurrency { .. } => concurrency::holder_info,
+            _ => entry_holder,
+        }
+    }
+
+    /// Whether the entry `key` is a reader's (never, in a layout without
+    /// read locks).
+    fn is_reader(&self, key: &[u8]) -> bool {
+        self.core.config.layout == EtcdLayout::Distlock && keys::is_reader(key)
+    }
+
+    /// `operation` is not what the configured layout can express.
+    fn refuse_in_foreign_layout(&self, operation: &'static str) -> Result<(), LockError> {
+        match self.core.config.layout {
+            EtcdLayout::Distlock => Ok(()),
+            _ => Err(LockError::not_supported(self.name(), operation)),
+        }
+    }
+
     /// The entry at the head of `name`'s queue: key, value, token, lease.
     async fn holder(&self, name: &LockName) -> Result<Option<Head>, LockError> {
         Ok(self.queue_entries(name, Some(1)).await?.into_iter().next())
@@ -70,7 +101,7 @@ impl EtcdBackend {
         if let Some(limit) = limit {
             oldest_first = oldest_first.with_limit(limit);
         }
-        let prefix = keys::queue_prefix(name);
+        let prefix = self.lock_prefix(name);
         let deadline = self.core.retry_deadline(WaitMode::Try);
         let response = with_retries(deadline, "cannot read the lock queue", || {
             let mut kv = self.core.client.kv_client();
@@ -149,7 +180,7 @@ impl EtcdBackend {
         let heads = self.queue_entries(name, None).await?;
         let mut holding = Vec::new();
         for head in heads {
-            let reader = keys::is_reader(&head.key);
+            let reader = self.is_reader(&head.key);
             if !reader && !holding.is_empty() {
                 break;
             }
@@ -173,19 +204,31 @@ struct Head {
 
 #[async_trait]
 impl Backend for EtcdBackend {
+    /// `etcd`; `etcd-concurrency` in `layout=concurrency`.
     fn name(&self) -> &'static str {
-        "etcd"
+        match self.core.config.layout {
+            EtcdLayout::Concurrency { .. } => concurrency::NAME,
+            _ => "etcd",
+        }
     }
 
     fn capabilities(&self) -> Capabilities {
-        // Locks live as long as the session lease, not each on its own:
-        // no `per_lock_expiry`. A watch applies every event of the queue
-        // (see `observe`), so it reports every change.
-        Capabilities::QUEUEING_STORE.with(&[Remote, WatchEveryChange])
+        match self.core.config.layout {
+            EtcdLayout::Concurrency { .. } => concurrency::CAPABILITIES,
+            // Locks live as long as the session lease, not each on its
+            // own: no `per_lock_expiry`. A watch applies every event of
+            // the queue (see `observe`), so it reports every change.
+            _ => Capabilities::QUEUEING_STORE.with(&[Remote, WatchEveryChange]),
+        }
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
-        queue::acquire(&self.core, request).await
+        match &self.core.config.layout {
+            EtcdLayout::Concurrency { key_prefix } => {
+                concurrency::acquire(&self.core, key_prefix, request).await
+            }
+            _ => queue::acquire(&self.core, request).await,
+        }
     }
 
     /// The oldest entry of the queue (owner and value), with the time left
@@ -194,7 +237,7 @@ impl Backend for EtcdBackend {
         let Some(head) = self.holder(name).await? else {
             return Ok(None);
         };
-        let mut info = holder_info(head.token, &head.value);
+        let mut info = self.describe()(&head.key, head.token, &head.value);
         info.ttl_left = self.ttl_left(head.lease).await;
         Ok(Some(info))
     }
@@ -207,15 +250,16 @@ impl Backend for EtcdBackend {
         primitive: Primitive,
     ) -> Result<Vec<LockInfo>, LockError> {
         if primitive == Primitive::Semaphore {
+            self.refuse_in_foreign_layout("semaphores")?;
             return self.permit_holders(name).await;
         }
         let mut holders = Vec::new();
         for head in self.holding(name).await? {
-            let kind = match keys::is_reader(&head.key) {
+            let kind = match self.is_reader(&head.key) {
                 true => HoldKind::Shared,
                 false => HoldKind::Exclusive,
             };
-            let mut info = holder_info(head.token, &head.value).with_kind(kind);
+            let mut info = self.describe()(&head.key, head.token, &head.value).with_kind(kind);
             info.ttl_left = self.ttl_left(head.lease).await;
             holders.push(info);
         }
@@ -229,8 +273,8 @@ impl Backend for EtcdBackend {
             self.core.client.clone(),
             self.core.hub.clone(),
             self.core.config.response_timeout,
-            keys::queue_prefix(name),
-            name.key().to_string(),
+            (self.lock_prefix(name), name.key().to_string()),
+            self.describe(),
         ))
     }
 
@@ -258,8 +302,10 @@ impl Backend for EtcdBackend {
     /// Deletes every key under `distlock/<namespace>/` in one request:
     /// queues, semaphores and their limits. Holders' watches on their own
     /// entries report the locks taken away; the leases stay (they belong
-    /// to the sessions, which may hold locks in other namespaces).
+    /// to the sessions, which may hold locks in other namespaces). In
+    /// `layout=concurrency` keys have no namespace: `NotSupported`.
     async fn purge_namespace(&self, namespace: &Namespace) -> Result<(), LockError> {
+        self.refuse_in_foreign_layout("removing a whole namespace")?;
         let prefix = keys::namespace_prefix(namespace);
         let deadline = self.core.retry_deadline(WaitMode::Try);
         with_retries(deadline, "cannot remove the namespace", || {

@@ -9,7 +9,10 @@
 //! default 5 s), `user` and `password` (instead of the URL's user info),
 //! and for `etcds://` the PEM files `tls_ca_file` (required),
 //! `tls_cert_file` and `tls_key_file` (also spelt `ca_file`, `cert_file`,
-//! `key_file`), read when the URL is parsed.
+//! `key_file`), read when the URL is parsed. `layout` picks where locks
+//! live and how they are taken: `distlock` (the default) or `concurrency`
+//! (etcd's Go `concurrency` package, `etcdctl lock`/`elect`), which alone
+//! takes `key_prefix`, prepended verbatim to every lock name.
 
 use std::time::Duration;
 
@@ -39,6 +42,50 @@ pub struct EtcdConfig {
     /// Timeout of one request; also how long a call without a deadline
     /// (`try_lock`, release, inspect) keeps retrying an unavailable cluster.
     pub response_timeout: Duration,
+    /// Where locks live in etcd's key space and how they are taken.
+    pub layout: EtcdLayout,
+}
+
+/// Where locks live in etcd's key space (URL option `layout`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EtcdLayout {
+    /// distlock's own: queues under `distlock/<namespace>/`, read locks,
+    /// semaphores (`layout=distlock`, the default).
+    #[default]
+    Distlock,
+    /// etcd's Go `concurrency` Mutex and Election, `etcdctl lock` and
+    /// `etcdctl elect` (`layout=concurrency`): the lock named `K` is the
+    /// prefix `<key_prefix>K/`, whatever the locker's namespace, so those
+    /// clients and distlock exclude each other.
+    Concurrency {
+        /// Prepended verbatim to every lock name (URL option
+        /// `key_prefix`, default empty), as clientv3's `namespace`
+        /// wrapper does.
+        key_prefix: String,
+    },
+}
+
+impl EtcdLayout {
+    /// Reads options `layout` and `key_prefix`; `key_prefix` needs
+    /// `layout=concurrency`.
+    fn from_url(url: &mut StoreUrl) -> Result<Self, LockError> {
+        let layout = url.options().take("layout");
+        let key_prefix = url.options().take("key_prefix");
+        match (layout.as_deref(), key_prefix) {
+            (None | Some("distlock"), None) => Ok(Self::Distlock),
+            (None | Some("distlock"), Some(_)) => Err(url.invalid(
+                "option `key_prefix` needs `layout=concurrency` (distlock's own layout \
+                 keeps locks under `distlock/<namespace>/`)",
+            )),
+            (Some("concurrency"), key_prefix) => Ok(Self::Concurrency {
+                key_prefix: key_prefix.unwrap_or_default(),
+            }),
+            (Some(other), _) => Err(url.invalid(format!(
+                "option `layout`: expected `distlock` or `concurrency`, got `{other}`"
+            ))),
+        }
+    }
 }
 
 impl EtcdConfig {
@@ -54,6 +101,7 @@ impl EtcdConfig {
             password: None,
             connect_timeout: lock_core::DEFAULT_CONNECT_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            layout: EtcdLayout::Distlock,
         }
     }
 
@@ -84,6 +132,7 @@ impl EtcdConfig {
             } => return Err(url.invalid("user name given without a password")),
             UrlCredentials { user, password } => (user, password),
         };
+        let layout = EtcdLayout::from_url(url)?;
         Ok(Self {
             endpoints,
             tls,
@@ -91,6 +140,7 @@ impl EtcdConfig {
             password,
             connect_timeout: url.common().connect_timeout,
             response_timeout: url.response_timeout(DEFAULT_RESPONSE_TIMEOUT)?,
+            layout,
         })
     }
 }
@@ -121,6 +171,20 @@ mod tests {
         let c = url_config::<Store>("etcd://h?connect_timeout=2s&response_timeout=750ms&ttl=3s");
         assert_eq!(c.connect_timeout, Duration::from_secs(2));
         assert_eq!(c.response_timeout, Duration::from_millis(750));
+    }
+
+    #[test]
+    fn the_layout_and_its_key_prefix_are_read() {
+        let c = url_config::<Store>("etcd://h");
+        assert_eq!(c.layout, EtcdLayout::Distlock);
+        let c = url_config::<Store>("etcd://h?layout=distlock");
+        assert_eq!(c.layout, EtcdLayout::Distlock);
+        let c = url_config::<Store>("etcd://h?layout=concurrency");
+        let key_prefix = String::new();
+        assert_eq!(c.layout, EtcdLayout::Concurrency { key_prefix });
+        let c = url_config::<Store>("etcd://h?layout=concurrency&key_prefix=app%2F");
+        let key_prefix = "app/".to_owned();
+        assert_eq!(c.layout, EtcdLayout::Concurrency { key_prefix });
     }
 
     #[test]
@@ -184,6 +248,11 @@ mod tests {
             ("etcd://u:pw1@h?response_timeout=soon", "response_timeout"),
             ("etcd://u:pw1@h?response_timeout=0s", "greater than zero"),
             ("etcd://u:pw1@h?colour=red", "unknown option `colour`"),
+            (
+                "etcd://u:pw1@h?layout=curator",
+                "expected `distlock` or `concurrency`",
+            ),
+            ("etcd://u:pw1@h?key_prefix=a", "needs `layout=concurrency`"),
         ] {
             let message = url_refused::<Store>(text);
             assert!(message.contains(part), "{text}: {message}");

@@ -20,6 +20,7 @@ use lock_core::backend::{
 use lock_core::{HoldKind, LockError, LockName, LossReason, OwnerId};
 
 use crate::client::{delete_key, run_txn, with_retries};
+use crate::concurrency::OwnerRecord;
 use crate::core::EtcdCore;
 use crate::limit;
 use crate::names::EntryName;
@@ -51,6 +52,18 @@ pub(crate) struct HeldEntry {
     /// For a permit: the semaphore's name, whose stored limit the release
     /// deletes if it gave back the last permit.
     semaphore: Option<LockName>,
+    /// `layout=concurrency`: how this hold differs from distlock's own.
+    foreign: Option<ForeignHold>,
+}
+
+/// A hold in `layout=concurrency`: its entry's value is the holder's value
+/// alone, our owner id is known only to this process (see
+/// [`crate::concurrency`]), and the lease may be the hold's own.
+pub(crate) struct ForeignHold {
+    /// Our owner id, for `inspect` and watches of this process.
+    pub(crate) record: OwnerRecord,
+    /// The lease is this hold's alone: revoked when it is released.
+    pub(crate) own_lease: bool,
 }
 
 impl HeldEntry {
@@ -83,6 +96,30 @@ impl HeldEntry {
             watch,
             semaphore: matches!(request.kind, HoldKind::Permit { .. })
                 .then(|| request.name.clone()),
+            foreign: None,
+        }
+    }
+
+    /// The same hold, laid out as `layout=concurrency` has it.
+    pub(crate) fn foreign(mut self, hold: ForeignHold) -> Self {
+        self.foreign = Some(hold);
+        self
+    }
+
+    /// The bytes our entry stores for `value`.
+    fn stored_value(&self, value: &str) -> Vec<u8> {
+        match self.foreign {
+            Some(_) => value.as_bytes().to_vec(),
+            None => value::encode(self.owner.as_str(), value),
+        }
+    }
+
+    /// Gives back a lease that was this hold's alone, once its entry is
+    /// gone or no longer ours.
+    async fn revoke_own_lease(&self) {
+        if self.foreign.as_ref().is_some_and(|hold| hold.own_lease) {
+            let deadline = self.core.retry_deadline(WaitMode::Try);
+            self.lease.revoke(deadline).await;
         }
     }
 
@@ -179,9 +216,14 @@ impl HeldLock for HeldEntry {
             }
             Ok(Deleted { ours: true, .. }) => {
                 self.forget_unused_limit().await;
+                self.revoke_own_lease().await;
                 Ok(())
             }
-            Ok(Deleted { ours: false, .. }) => Err(self.lost()),
+            Ok(Deleted { ours: false, .. }) => {
+                let lost = self.lost();
+                self.revoke_own_lease().await;
+                Err(lost)
+            }
             Err(error) => Err(error),
         }
     }
@@ -194,7 +236,7 @@ impl HeldLock for HeldEntry {
             return Err(self.lost());
         }
         let key = self.entry.key().to_vec();
-        let bytes = value::encode(self.owner.as_str(), value);
+        let bytes = self.stored_value(value);
         let put = PutOptions::new().with_lease(self.lease.id());
         // The same put again after a lost answer is harmless.
         let txn = Txn::new()
@@ -286,6 +328,8 @@ impl fmt::Debug for HeldEntry {
             .field("entry", &self.entry)
             .field("token", &self.token)
             .field("lease", &self.lease)
+            .field("own_lease", &self.foreign.as_ref().map(|f| f.own_lease))
+            .field("owner_known_for", &self.foreign.as_ref().map(|f| &f.record))
             .finish()
     }
 }

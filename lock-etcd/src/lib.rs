@@ -7,6 +7,7 @@
 
 mod backend;
 mod client;
+mod concurrency;
 mod config;
 mod core;
 mod diagnosis;
@@ -27,7 +28,7 @@ use lock_core::url::{known_stores, StoreUrl};
 use lock_core::LockError;
 
 pub use backend::EtcdBackend;
-pub use config::{EtcdConfig, DEFAULT_PORT, DEFAULT_RESPONSE_TIMEOUT};
+pub use config::{EtcdConfig, EtcdLayout, DEFAULT_PORT, DEFAULT_RESPONSE_TIMEOUT};
 
 /// The etcd store's plug-in: `etcd://` and `etcds://` (TLS) URLs, read
 /// into an [`EtcdConfig`] and opened as an [`EtcdBackend`].

@@ -68,6 +68,23 @@ impl EntryNames {
     }
 }
 
+impl EntryNames {
+    /// Reserves exactly `key`, if no acquisition of this backend has it
+    /// (for layouts whose entry names are fixed, such as
+    /// `layout=concurrency`'s `<prefix><lease-hex>`).
+    pub(crate) fn try_reserve(&self, key: Vec<u8>) -> Option<Arc<EntryName>> {
+        let mut reserved = self.reserved.lock().unwrap_or_else(|p| p.into_inner());
+        if !reserved.insert(key.clone()) {
+            return None;
+        }
+        Some(Arc::new(EntryName {
+            key,
+            reserved: Arc::clone(&self.reserved),
+            gone: AtomicBool::new(false),
+        }))
+    }
+}
+
 /// One reserved entry name. The reservation ends when the last clone of
 /// its `Arc` is dropped, if [`EntryName::mark_gone`] was called by then.
 pub(crate) struct EntryName {
@@ -127,6 +144,16 @@ mod tests {
         assert_eq!(names.reserve(b"b/", 7).key(), b"b/0000000000000007-0");
         assert_eq!(names.reserve(b"a/", 8).key(), b"a/0000000000000008-0");
         drop(a);
+    }
+
+    #[test]
+    fn an_exact_name_is_reserved_once() {
+        let names = EntryNames::default();
+        let first = names.try_reserve(b"p/7".to_vec()).unwrap();
+        assert!(names.try_reserve(b"p/7".to_vec()).is_none());
+        first.mark_gone();
+        drop(first);
+        assert!(names.try_reserve(b"p/7".to_vec()).is_some());
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //! history it needs was compacted, `next_change` fails and the driver
 //! reads the queue again. The time left on the holder's lease is not
 //! reported (`ttl_left` is `None`): it would cost a request per change.
+//! How an entry describes its holder depends on the layout
+//! ([`Describe`]).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -21,8 +23,11 @@ use lock_core::{LockError, LockInfo};
 use tokio::sync::mpsc;
 
 use crate::client::with_retries;
-use crate::value::holder_info;
 use crate::watch::{RangeFired, WatchGuard, WatchHub};
+
+/// The holder an entry describes, from its key, create revision and
+/// value (the time left on its lease unknown).
+pub(crate) type Describe = fn(&[u8], i64, &[u8]) -> LockInfo;
 
 /// One watch of one lock's holder; see the module docs.
 pub(crate) struct QueueWatch {
@@ -32,6 +37,7 @@ pub(crate) struct QueueWatch {
     prefix: Vec<u8>,
     /// The lock key, for errors.
     key: String,
+    describe: Describe,
     queue: Queue,
     /// The holder last reported: create revision and value bytes.
     reported: Option<(i64, Vec<u8>)>,
@@ -42,14 +48,15 @@ pub(crate) struct QueueWatch {
 }
 
 impl QueueWatch {
-    /// A watch of the queue under `prefix` (of lock `key`); nothing is
-    /// sent to etcd before the first `read`.
+    /// A watch of the queue under `prefix` (of lock `key`), whose entries
+    /// `describe` their holders; nothing is sent to etcd before the first
+    /// `read`.
     pub(crate) fn new(
         client: Client,
         hub: WatchHub,
         response_timeout: Duration,
-        prefix: Vec<u8>,
-        key: String,
+        (prefix, key): (Vec<u8>, String),
+        describe: Describe,
     ) -> Self {
         Self {
             client,
@@ -57,6 +64,7 @@ impl QueueWatch {
             response_timeout,
             prefix,
             key,
+            describe,
             queue: Queue::default(),
             reported: None,
             pending: VecDeque::new(),
@@ -70,7 +78,7 @@ impl QueueWatch {
         let now = self.queue.head();
         let same = match (&self.reported, now) {
             (None, None) => true,
-            (Some((token, value)), Some((now_token, now_value))) => {
+            (Some((token, value)), Some((now_token, _, now_value))) => {
                 *token == now_token && value.as_slice() == now_value
             }
             _ => false,
@@ -78,8 +86,8 @@ impl QueueWatch {
         if same {
             return None;
         }
-        self.reported = now.map(|(token, value)| (token, value.to_vec()));
-        Some(self.reported.as_ref().map(|(t, v)| holder_info(*t, v)))
+        self.reported = now.map(|(token, _, value)| (token, value.to_vec()));
+        Some(now.map(|(token, key, value)| (self.describe)(key, token, value)))
     }
 
     /// Applies the events of one response, queuing the holder after each
@@ -179,23 +187,24 @@ impl HolderSource for QueueWatch {
     }
 }
 
-/// A copy of one lock's queue: every entry's create revision and value.
+/// A copy of one lock's queue: every entry's key, create revision and
+/// value.
 #[derive(Default)]
 struct Queue {
     /// Entry key → its create revision.
     by_key: HashMap<Vec<u8>, i64>,
-    /// Create revision → value: the first is the holder's.
-    by_revision: BTreeMap<i64, Vec<u8>>,
+    /// Create revision → key and value: the first is the holder's.
+    by_revision: BTreeMap<i64, (Vec<u8>, Vec<u8>)>,
 }
 
 impl Queue {
     fn put(&mut self, key: Vec<u8>, create_revision: i64, value: Vec<u8>) {
-        if let Some(old) = self.by_key.insert(key, create_revision) {
+        if let Some(old) = self.by_key.insert(key.clone(), create_revision) {
             if old != create_revision {
                 self.by_revision.remove(&old);
             }
         }
-        self.by_revision.insert(create_revision, value);
+        self.by_revision.insert(create_revision, (key, value));
     }
 
     fn delete(&mut self, key: &[u8]) {
@@ -214,10 +223,10 @@ impl Queue {
         }
     }
 
-    /// The holder's create revision and value.
-    fn head(&self) -> Option<(i64, &[u8])> {
+    /// The holder's create revision, key and value.
+    fn head(&self) -> Option<(i64, &[u8], &[u8])> {
         self.by_revision
             .first_key_value()
-            .map(|(revision, value)| (*revision, value.as_slice()))
+            .map(|(revision, (key, value))| (*revision, key.as_slice(), value.as_slice()))
     }
 }

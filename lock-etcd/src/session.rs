@@ -48,8 +48,7 @@ impl Sessions {
         ttl: Duration,
         deadline: Instant,
     ) -> Result<Arc<Lease>, LockError> {
-        let seconds = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
-        let seconds = i64::try_from(seconds.max(1)).unwrap_or(i64::MAX);
+        let seconds = whole_seconds(ttl);
         let session = {
             let mut by_ttl = self.by_ttl.lock().unwrap_or_else(|p| p.into_inner());
             Arc::clone(by_ttl.entry(seconds).or_insert_with(|| {
@@ -63,6 +62,56 @@ impl Sessions {
         };
         session.lease(deadline).await
     }
+
+    /// A lease of its own for `ttl`, granted now and kept alive like a
+    /// session's, for one hold only: revoked when the last `Arc` of it is
+    /// dropped (or by [`Lease::revoke`]). Grant requests are retried until
+    /// `deadline`.
+    pub(crate) async fn own_lease(
+        &self,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<Arc<Lease>, LockError> {
+        grant(
+            &self.client,
+            whole_seconds(ttl),
+            self.response_timeout,
+            deadline,
+        )
+        .await
+    }
+}
+
+/// `ttl` in whole seconds, rounded up, at least 1: what etcd counts in.
+fn whole_seconds(ttl: Duration) -> i64 {
+    let seconds = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+    i64::try_from(seconds.max(1)).unwrap_or(i64::MAX)
+}
+
+/// Grants a lease of `ttl_seconds` and starts keeping it alive; grant
+/// requests are retried until `deadline`.
+async fn grant(
+    client: &Client,
+    ttl_seconds: i64,
+    response_timeout: Duration,
+    deadline: Instant,
+) -> Result<Arc<Lease>, LockError> {
+    let sent = Instant::now();
+    let granted = with_retries(deadline, "cannot grant an etcd lease", || {
+        let mut leases = client.lease_client();
+        async move { leases.grant(ttl_seconds, None).await }
+    })
+    .await?;
+    // etcd may grant more than asked (its minimum is 1.5 × the election
+    // timeout, rounded up): the granted ttl is the one that counts.
+    let ttl = Duration::from_secs(u64::try_from(granted.ttl()).unwrap_or(1).max(1));
+    Ok(Lease::start(
+        client,
+        granted.id(),
+        ttl,
+        sent,
+        response_timeout,
+    ))
 }
 
 /// Leases of one ttl, one at a time.
@@ -80,16 +129,13 @@ impl Session {
         if let Some(lease) = current.as_ref().filter(|l| !l.is_lost()) {
             return Ok(Arc::clone(lease));
         }
-        let sent = Instant::now();
-        let granted = with_retries(deadline, "cannot grant an etcd lease", || {
-            let mut leases = self.client.lease_client();
-            async move { leases.grant(self.ttl_seconds, None).await }
-        })
+        let lease = grant(
+            &self.client,
+            self.ttl_seconds,
+            self.response_timeout,
+            deadline,
+        )
         .await?;
-        // etcd may grant more than asked (its minimum is 1.5 × the election
-        // timeout, rounded up): the granted ttl is the one that counts.
-        let ttl = Duration::from_secs(u64::try_from(granted.ttl()).unwrap_or(1).max(1));
-        let lease = Lease::start(&self.client, granted.id(), ttl, sent, self.response_timeout);
         *current = Some(Arc::clone(&lease));
         Ok(lease)
     }
@@ -216,6 +262,23 @@ impl Lease {
         }
         if revoke {
             self.revoke_in_background();
+        }
+    }
+
+    /// Asks etcd to revoke the lease now (which deletes every key on it),
+    /// then stops keeping it alive: for a lease of one hold, given back
+    /// with the hold. A revoke that fails is left to [`Drop`], which
+    /// tries once more in the background; the lease expires anyway.
+    pub(crate) async fn revoke(&self, deadline: Instant) {
+        let revoked = with_retries(deadline, "cannot revoke an etcd lease", || {
+            let mut leases = self.client.lease_client();
+            async move { leases.revoke(self.id).await }
+        })
+        .await;
+        if revoked.is_ok() {
+            // Nothing left to report to: the hold was given back.
+            self.state.lock().unwrap_or_else(|p| p.into_inner()).lost = true;
+            self.lost.send_replace(true);
         }
     }
 

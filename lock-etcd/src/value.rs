@@ -15,3 +15,9 @@ pub(crate) fn holder_info(token: i64, bytes: &[u8]) -> LockInfo {
     let token = FencingToken::new(u64::try_from(token).unwrap_or(0));
     holder_from_data(bytes, token, None)
 }
+
+/// [`holder_info`] in the shape of [`crate::observe::Describe`]: in
+/// distlock's layout the key says nothing about the holder.
+pub(crate) fn entry_holder(_key: &[u8], token: i64, bytes: &[u8]) -> LockInfo {
+    holder_info(token, bytes)
+}

@@ -17,8 +17,8 @@ use crate::session::Lease;
 use crate::value;
 
 /// Our entry in the queue; deleted in the background if dropped armed.
-pub(super) struct Entry {
-    pub(super) at: Position,
+pub(crate) struct Entry {
+    pub(crate) at: Position,
     name: Arc<EntryName>,
     cleanup: CleanupOnDrop,
 }
@@ -38,17 +38,7 @@ impl Entry {
         };
         let name = core.names.reserve_marked(prefix, lease.id(), mark);
         let key = name.key().to_vec();
-        // Armed before the request leaves: if this call is dropped while
-        // the reply is in flight, the entry may exist and must go.
-        let cleanup = {
-            let (core, name) = (Arc::clone(core), Arc::clone(&name));
-            let line = queue_line(prefix);
-            CleanupOnDrop::new(move || {
-                // Counted at the drop itself, before the next attempt looks.
-                let under_way = core.leaving.start(&line);
-                delete_entry(core, name, under_way)
-            })
-        };
+        let mut entry = Self::armed(core, prefix, name);
         let put = PutOptions::new().with_lease(lease.id());
         // The name is reserved for this call, so "create if absent" makes a
         // retry after a lost reply harmless: the else branch finds the
@@ -69,14 +59,6 @@ impl Entry {
             )]);
         let deadline = core.retry_deadline(request.wait);
         let response = run_txn(&core.client, deadline, "cannot queue for the lock", txn).await?;
-        let mut entry = Self {
-            at: Position {
-                prefix: prefix.to_vec(),
-                revision: 0,
-            },
-            name,
-            cleanup,
-        };
         let newest = first_range(&response);
         if response.succeeded() {
             // Our entry is the newest under the prefix as of this revision,
@@ -91,8 +73,37 @@ impl Entry {
         Ok((entry, view))
     }
 
+    /// Our entry under `prefix`, named `name`, before its put is sent:
+    /// armed from now on, so that a call dropped while the put's reply is
+    /// in flight deletes whatever the put made. Its create revision is
+    /// unknown (0) until the put's answer sets it.
+    pub(crate) fn armed(core: &Arc<EtcdCore>, prefix: &[u8], name: Arc<EntryName>) -> Self {
+        let cleanup = {
+            let (core, name) = (Arc::clone(core), Arc::clone(&name));
+            let line = queue_line(prefix);
+            CleanupOnDrop::new(move || {
+                // Counted at the drop itself, before the next attempt looks.
+                let under_way = core.leaving.start(&line);
+                delete_entry(core, name, under_way)
+            })
+        };
+        Self {
+            at: Position {
+                prefix: prefix.to_vec(),
+                revision: 0,
+            },
+            name,
+            cleanup,
+        }
+    }
+
+    /// The entry's key.
+    pub(crate) fn key(&self) -> &[u8] {
+        self.name.key()
+    }
+
     /// Deletes our entry after a failed `try_lock`, and disarms the clean-up.
-    pub(super) async fn withdraw(self, core: &EtcdCore) -> Result<(), LockError> {
+    pub(crate) async fn withdraw(self, core: &EtcdCore) -> Result<(), LockError> {
         let deadline = core.retry_deadline(WaitMode::Try);
         let key = self.name.key();
         let done = delete_key(&core.client, key, "cannot leave the lock queue", deadline).await?;
@@ -105,7 +116,7 @@ impl Entry {
     }
 
     /// The entry's name and create revision, now the holder's: no clean-up.
-    pub(super) fn into_key(self) -> (Arc<EntryName>, i64) {
+    pub(crate) fn into_key(self) -> (Arc<EntryName>, i64) {
         self.cleanup.disarm();
         (self.name, self.at.revision)
     }
@@ -148,7 +159,7 @@ async fn delete_entry(core: Arc<EtcdCore>, name: Arc<EntryName>, under_way: Pend
 
 /// The name of the queue under `prefix` in the backend's
 /// [`Leaving`](lock_core::backend::Leaving).
-pub(super) fn queue_line(prefix: &[u8]) -> String {
+pub(crate) fn queue_line(prefix: &[u8]) -> String {
     String::from_utf8_lossy(prefix).into_owned()
 }
 

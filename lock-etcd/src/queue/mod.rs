@@ -44,8 +44,9 @@ use crate::held::HeldEntry;
 use crate::session::Lease;
 use crate::{keys, limit};
 
-use entry::Entry;
-use turn::{Position, Turn, View};
+pub(crate) use entry::{queue_line, Entry};
+pub(crate) use turn::Turn;
+use turn::{Position, View};
 
 /// Takes the lock of `request`; see the module docs. `Ok(None)` when a
 /// [`WaitMode::Try`](lock_core::backend::WaitMode::Try) finds it held.

@@ -15,7 +15,7 @@ use crate::session::Lease;
 use crate::watch::{Fired, WatchGuard};
 
 /// How a wait for our entry's turn ended.
-pub(super) enum Turn {
+pub(crate) enum Turn {
     /// Our entry holds, as of `revision`.
     Holder { revision: i64 },
     /// A `Try` found the lock held.
@@ -25,7 +25,7 @@ pub(super) enum Turn {
 }
 
 /// What a read of the queue showed, as of `revision`.
-pub(super) struct View {
+pub(crate) struct View {
     revision: i64,
     own_exists: bool,
     /// The entry just ahead of ours.
@@ -53,16 +53,16 @@ pub(super) fn newest_first(limit: i64) -> GetOptions {
 }
 
 /// Where our entry is (its key is the entry's name).
-pub(super) struct Position {
-    pub(super) prefix: Vec<u8>,
+pub(crate) struct Position {
+    pub(crate) prefix: Vec<u8>,
     /// The entry's create revision.
-    pub(super) revision: i64,
+    pub(crate) revision: i64,
 }
 
 impl Position {
     /// Reads, linearizably, whether our entry still exists and which entry
     /// precedes it.
-    pub(super) async fn check(
+    pub(crate) async fn check(
         &self,
         core: &EtcdCore,
         deadline: Instant,
@@ -140,7 +140,7 @@ impl Position {
     }
 
     /// Waits until our entry is the oldest (or, for `Try`, says it is not).
-    pub(super) async fn wait_turn(
+    pub(crate) async fn wait_turn(
         &self,
         core: &EtcdCore,
         lease: &Lease,
