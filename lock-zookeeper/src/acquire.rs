@@ -30,10 +30,11 @@ use lock_core::{FencingToken, LockError};
 
 use crate::cleanup::DeleteOnDrop;
 use crate::contender::{list, withdraw_by_guid, Contender};
+use crate::curator::owners::Registered;
 use crate::held::ZkHeld;
-use crate::names::{self, NodeName};
+use crate::layout::Layout;
+use crate::names::NodeName;
 use crate::session::Session;
-use crate::value::node_data;
 use crate::watch::NodeWatch;
 
 /// How often an acquire starts over when its node vanished while it
@@ -89,6 +90,11 @@ pub(crate) trait Queue: Sync {
 
     /// The directory the queue's nodes live in.
     fn dir(&self) -> &str;
+
+    /// How the queue's nodes are named, ordered and written.
+    fn layout(&self) -> Layout {
+        Layout::Distlock
+    }
 
     /// Creates our `node` and returns it, with the directory's listing if
     /// that came with the create. After a lost reply, finds the node by
@@ -159,15 +165,18 @@ async fn pass<Q: Queue>(
     request: &AcquireRequest,
     queue: &Q,
 ) -> Result<Pass, LockError> {
-    let guid = uuid::Uuid::new_v4().simple().to_string();
+    let layout = queue.layout();
+    let guid = layout.new_guid();
     let requested_at = Instant::now();
+    // Before the node exists, so that whoever reads it finds its owner.
+    let registered = layout.register_owner(&guid, request.owner.as_str());
     // Armed before the create is sent: if we are dropped before its reply,
     // the node is found by its guid and deleted.
     let by_guid = {
         let (session, dir, guid) = (Arc::clone(session), queue.dir().to_owned(), guid.clone());
-        CleanupOnDrop::new(move || withdraw_by_guid(session, dir, guid))
+        CleanupOnDrop::new(move || withdraw_by_guid(session, dir, guid, layout))
     };
-    let data = node_data(request.owner.as_str(), &request.value);
+    let data = layout.node_data(request.owner.as_str(), &request.value);
     let node = NewNode {
         dir: queue.dir(),
         guid: &guid,
@@ -181,6 +190,8 @@ async fn pass<Q: Queue>(
         data,
         cleanup,
         requested_at,
+        layout,
+        registered,
     };
     take_turn(session, request, queue, ours, listing).await
 }
@@ -193,6 +204,10 @@ struct Ours<'r> {
     /// Deletes it unless it holds or is gone.
     cleanup: DeleteOnDrop,
     requested_at: Instant,
+    /// The queue's layout.
+    layout: Layout,
+    /// Our owner id, for readers of this process (Curator's layout).
+    registered: Option<Registered>,
 }
 
 /// Looks at the queue (`listing`, if the create brought one, first) and
@@ -212,7 +227,7 @@ async fn take_turn<Q: Queue>(
             Some(children) => children,
             None => list(session, queue.dir()).await?,
         };
-        let nodes = names::queue(&children);
+        let nodes = queue.layout().queue(&children);
         let me = &ours.me;
         let Some(position) = nodes.iter().position(|n| n.sequence == me.sequence) else {
             ours.cleanup.disarm();
@@ -269,6 +284,8 @@ fn held(
         me,
         cleanup,
         requested_at,
+        layout,
+        registered,
         ..
     } = ours;
     cleanup.disarm();
@@ -282,13 +299,16 @@ fn held(
         token: FencingToken::new(me.czxid.unsigned_abs()),
         requested_at,
         renewal: Renewal::Managed,
-        held: Box::new(ZkHeld::new(
-            Arc::clone(session),
-            request.owner.clone(),
-            me.path,
-            own,
-            marked,
-            requested_at,
-        )),
+        held: Box::new(
+            ZkHeld::new(
+                Arc::clone(session),
+                request.owner.clone(),
+                me.path,
+                own,
+                marked,
+                requested_at,
+            )
+            .in_layout(layout, registered),
+        ),
     })
 }

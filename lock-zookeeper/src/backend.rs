@@ -3,7 +3,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use lock_core::backend::Capability::Remote;
+use lock_core::backend::Capability::{
+    Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote, SharedLocks,
+};
 use lock_core::backend::{
     async_trait, holder_stream, AcquireRequest, Acquired, Backend, Capabilities, HoldKind,
     HolderStream, Primitive,
@@ -13,13 +15,16 @@ use zookeeper_client::Error as ZkError;
 
 use crate::acquire::acquire;
 use crate::config::ZkConfig;
+use crate::curator::queue::RecipeQueue;
 use crate::holders::{holders, HolderNode, Object, RACE_RETRIES};
+use crate::layout::Layout;
 use crate::locks::LockQueue;
 use crate::names::{lock_dir, namespace_dir, permits_dir};
 use crate::observe::HolderNodes;
 use crate::permits::PermitQueue;
+use crate::session::Session;
 use crate::sessions::Sessions;
-use crate::{error, purge, tls};
+use crate::{curator, error, purge, tls};
 
 /// Locks in a ZooKeeper ensemble; see the crate docs.
 ///
@@ -50,16 +55,36 @@ impl ZkBackend {
     }
 
     /// The contenders directory of lock `name`: its children are the
-    /// queue, the lowest sequence holds the lock.
+    /// queue, the first in line holds the lock.
     fn lock_dir(&self, name: &LockName) -> String {
-        lock_dir(&self.config.base, name)
+        match self.config.layout {
+            Layout::Curator => curator::object_path(&self.config.base, name),
+            _ => lock_dir(&self.config.base, name),
+        }
     }
 
     /// The holders of `name`'s lock (the exclusive holder, or every
     /// reader), as of this call.
     async fn lock_holders(&self, name: &LockName) -> Result<Vec<HolderNode>, LockError> {
         let session = self.sessions.get().await?;
-        holders(&session, &self.lock_dir(name), Object::Lock).await
+        let object = Object::Lock(self.config.layout);
+        holders(&session, &self.lock_dir(name), object).await
+    }
+
+    /// Takes what `request` asks for in Curator's layout.
+    async fn acquire_curator(
+        &self,
+        session: &Arc<Session>,
+        request: &AcquireRequest,
+    ) -> Result<Option<Acquired>, LockError> {
+        let dir = self.lock_dir(&request.name);
+        match RecipeQueue::for_taking(session, &dir, request.taking).await? {
+            Some(queue) => acquire(session, request, &queue).await,
+            None => Err(LockError::not_supported(
+                self.name(),
+                "semaphores in the curator layout",
+            )),
+        }
     }
 }
 
@@ -72,13 +97,27 @@ impl Backend for ZkBackend {
     fn capabilities(&self) -> Capabilities {
         // Locks live as long as the session, which the client keeps alive:
         // a guard that stops "renewing" keeps its lock (no per_lock_expiry).
-        Capabilities::QUEUEING_STORE.with(&[Remote])
+        match self.config.layout {
+            // Keys are Curator's paths, whatever the namespace.
+            Layout::Curator => Capabilities::of(&[
+                Expiry,
+                ForceRelease,
+                NotifiedWakeups,
+                Fifo,
+                Remote,
+                SharedLocks,
+            ]),
+            _ => Capabilities::QUEUEING_STORE.with(&[Remote]),
+        }
     }
 
     async fn acquire(&self, request: &AcquireRequest) -> Result<Option<Acquired>, LockError> {
         let session = self.sessions.get().await?;
         // Before the node exists, so that no expiry can slip in between.
         session.register(request.loss.clone());
+        if self.config.layout == Layout::Curator {
+            return self.acquire_curator(&session, request).await;
+        }
         match request.kind {
             HoldKind::Permit { limit } => {
                 let dir = permits_dir(&self.config.base, &request.name);
@@ -121,6 +160,7 @@ impl Backend for ZkBackend {
         holder_stream(HolderNodes::new(
             Arc::clone(&self.sessions),
             self.lock_dir(name),
+            self.config.layout,
         ))
     }
 
@@ -151,7 +191,15 @@ impl Backend for ZkBackend {
     /// Deletes the namespace's subtree, `<base>/<namespace>`, deepest
     /// nodes first (see `crate::purge`): holders' nodes go with it, and
     /// their own-node watches report the locks taken away.
+    /// In Curator's layout, where keys do not live under their namespace,
+    /// [`LockError::NotSupported`].
     async fn purge_namespace(&self, namespace: &Namespace) -> Result<(), LockError> {
+        if self.config.layout == Layout::Curator {
+            return Err(LockError::not_supported(
+                self.name(),
+                "removing a whole namespace in the curator layout (keys are paths shared by every namespace)",
+            ));
+        }
         let session = self.sessions.get().await?;
         purge::delete_tree(&session, &namespace_dir(&self.config.base, namespace)).await
     }

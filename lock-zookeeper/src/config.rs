@@ -6,8 +6,10 @@
 //! ```
 //!
 //! The path is the base under which locks live (default
-//! [`DEFAULT_BASE`]); it is created as needed.
-//! Options besides the common ones: `session_timeout` (default: the
+//! [`DEFAULT_BASE`]; with `layout=curator`, the root); it is created as
+//! needed.
+//! Options besides the common ones: `layout` (`distlock`, the default, or
+//! `curator`: see [`Layout`]), `session_timeout` (default: the
 //! `ttl`), `user` and `password` (digest auth, instead of user info in the
 //! URL), and for `zks://` the PEM files `tls_ca_file` (required),
 //! `tls_cert_file` and `tls_key_file`, read when the URL is parsed.
@@ -18,6 +20,7 @@ use std::time::Duration;
 use lock_core::url::{HostPort, Secret, StoreUrl, TlsFiles, UrlCredentials};
 use lock_core::LockError;
 
+use crate::layout::Layout;
 use crate::names::DEFAULT_BASE;
 
 /// The port used when a host names none.
@@ -53,8 +56,11 @@ impl DigestAuth {
 pub struct ZkConfig {
     /// The ensemble's servers, in URL order.
     pub hosts: Vec<HostPort>,
-    /// Absolute base path of the lock tree (no trailing `/`, never `/`).
+    /// Absolute base path of the lock tree (no trailing `/`, never `/`;
+    /// empty for the root, which only [`Layout::Curator`] uses).
     pub base: String,
+    /// Where locks live and how their nodes are named.
+    pub layout: Layout,
     /// The session timeout asked of the server: how long a holder that
     /// vanished keeps its locks. The server may clamp it to its
     /// `[2, 20] × tickTime` range.
@@ -76,6 +82,7 @@ impl ZkConfig {
         Self {
             hosts,
             base: DEFAULT_BASE.to_owned(),
+            layout: Layout::Distlock,
             session_timeout: lock_core::DEFAULT_TTL,
             connect_timeout: lock_core::DEFAULT_CONNECT_TIMEOUT,
             auth: None,
@@ -87,6 +94,10 @@ impl ZkConfig {
     /// `lock_core::open::parse`. The session timeout defaults to the `ttl`.
     pub(crate) fn from_url(url: &mut StoreUrl) -> Result<Self, LockError> {
         let hosts = url.hosts_with_port(DEFAULT_PORT)?;
+        let layout = match url.options().take(Layout::OPTION) {
+            Some(value) => Layout::from_option(&value).map_err(|why| url.invalid(why))?,
+            None => Layout::Distlock,
+        };
         let session_timeout = url
             .options()
             .take_positive_duration("session_timeout")?
@@ -108,7 +119,8 @@ impl ZkConfig {
         }
         Ok(Self {
             hosts,
-            base: base_path(url.path()).map_err(|why| url.invalid(why))?,
+            base: base_path(url.path(), layout).map_err(|why| url.invalid(why))?,
+            layout,
             session_timeout,
             connect_timeout: url.common().connect_timeout,
             auth,
@@ -127,12 +139,16 @@ impl ZkConfig {
     }
 }
 
-/// The base path from a URL path: `""` and `"/"` give the default, others
+/// The base path from a URL path: `""` and `"/"` give the layout's
+/// default ([`DEFAULT_BASE`], or the root, `""`, for Curator's), others
 /// must be valid absolute znode paths without a trailing `/`.
-fn base_path(path: &str) -> Result<String, String> {
+fn base_path(path: &str, layout: Layout) -> Result<String, String> {
     let path = path.trim_end_matches('/');
     if path.is_empty() {
-        return Ok(DEFAULT_BASE.to_owned());
+        return Ok(match layout {
+            Layout::Curator => String::new(),
+            _ => DEFAULT_BASE.to_owned(),
+        });
     }
     let decoded = percent_decode_str(path).decode_utf8_lossy().into_owned();
     let bad_segment = decoded
@@ -168,6 +184,23 @@ mod tests {
         assert_eq!(url_config::<Store>("zk://h").base, "/distlock");
         assert_eq!(url_config::<Store>("zk://h/").base, "/distlock");
         assert_eq!(url_config::<Store>("zk://h/a/b/").base, "/a/b");
+    }
+
+    #[test]
+    fn layout_option_and_its_default_base() {
+        assert_eq!(url_config::<Store>("zk://h").layout, Layout::Distlock);
+        let config = url_config::<Store>("zk://h/?layout=curator");
+        assert_eq!((config.layout, config.base.as_str()), (Layout::Curator, ""));
+        assert_eq!(url_config::<Store>("zk://h?layout=curator").base, "");
+        let config = url_config::<Store>("zk://h/svc?layout=curator");
+        assert_eq!(config.base, "/svc");
+        let config = url_config::<Store>("zk://h/x?layout=distlock");
+        assert_eq!(
+            (config.layout, config.base.as_str()),
+            (Layout::Distlock, "/x")
+        );
+        let refused = url_refused::<Store>("zk://h?layout=kazoo");
+        assert!(refused.contains("unknown layout `kazoo`"), "{refused}");
     }
 
     #[test]

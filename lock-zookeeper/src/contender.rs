@@ -10,7 +10,7 @@ use lock_core::LockError;
 use zookeeper_client::{CreateMode, CreateOptions, Error as ZkError};
 
 use crate::error;
-use crate::names::queue;
+use crate::layout::Layout;
 use crate::session::Session;
 
 /// How often a create is retried after its parent directory vanished.
@@ -58,9 +58,11 @@ pub(crate) async fn find_by_guid(
     session: &Session,
     dir: &str,
     guid: &str,
+    layout: Layout,
 ) -> Result<Option<Contender>, LockError> {
     let children = list(session, dir).await?;
-    let ours: Vec<_> = queue(&children)
+    let ours: Vec<_> = layout
+        .queue(&children)
         .into_iter()
         .filter(|n| n.guid == guid)
         .collect();
@@ -90,13 +92,22 @@ pub(crate) async fn find_by_guid(
 
 /// Deletes every node of contender `guid` in `dir` (clean-up of a dropped
 /// acquire whose create reply never came). Best effort.
-pub(crate) async fn withdraw_by_guid(session: Arc<Session>, dir: String, guid: String) {
+pub(crate) async fn withdraw_by_guid(
+    session: Arc<Session>,
+    dir: String,
+    guid: String,
+    layout: Layout,
+) {
     let client = session.client();
     // Sent after the create on the same session, so it sees the node.
     let Ok(children) = client.list_children(&dir).await else {
         return;
     };
-    for node in queue(&children).into_iter().filter(|n| n.guid == guid) {
+    for node in layout
+        .queue(&children)
+        .into_iter()
+        .filter(|n| n.guid == guid)
+    {
         let _ = client.delete(&format!("{dir}/{}", node.name), None).await;
     }
 }

@@ -7,9 +7,10 @@ use lock_core::backend::{async_trait, HeldLock};
 use lock_core::{LockError, LossReason, OwnerId};
 use zookeeper_client::Error as ZkError;
 
+use crate::curator::owners::Registered;
 use crate::error::{self, outcome_unknown};
+use crate::layout::Layout;
 use crate::session::Session;
-use crate::value::node_data;
 use crate::watch::NodeWatch;
 
 /// Keeps the session (and so the node) alive while the guard lives; the
@@ -35,6 +36,11 @@ pub(crate) struct ZkHeld {
     /// When the request that took the lock was sent: the session was alive
     /// on the server after it.
     requested_at: Instant,
+    /// How the node's data is written.
+    layout: Layout,
+    /// Our owner id, for readers of this process, while we hold (layouts
+    /// whose nodes do not store it).
+    _registered: Option<Registered>,
 }
 
 impl ZkHeld {
@@ -55,7 +61,17 @@ impl ZkHeld {
             watch,
             marked,
             requested_at,
+            layout: Layout::Distlock,
+            _registered: None,
         }
+    }
+
+    /// The same hold, its node written as `layout` writes it, with the
+    /// owner registration it keeps while it lives.
+    pub(crate) fn in_layout(mut self, layout: Layout, registered: Option<Registered>) -> Self {
+        self.layout = layout;
+        self._registered = registered;
+        self
     }
 
     fn lost(&self, reason: LossReason) -> LockError {
@@ -146,15 +162,15 @@ impl HeldLock for ZkHeld {
         }
     }
 
-    /// Writes the owner id and `value` to our node (see
-    /// [`crate::value`]), which fires the watches of observers and of the
+    /// Writes `value` to our node (with the owner id in this crate's
+    /// layout, see [`crate::value`]), which fires the watches of observers and of the
     /// waiter behind us. A node already gone means the lock was not ours
     /// any more: [`LockError::Lost`], nothing written.
     async fn set_value(&self, value: &str) -> Result<(), LockError> {
         if self.watch.is_gone() {
             return Err(self.lost(self.gone_reason()));
         }
-        let data = node_data(self.owner.as_str(), value);
+        let data = self.layout.node_data(self.owner.as_str(), value);
         let mut retried = false;
         loop {
             let write = self.session.client().set_data(&self.path, &data, None);

@@ -6,9 +6,9 @@ use lock_core::{LockError, LockInfo};
 use zookeeper_client::Error as ZkError;
 
 use crate::error;
-use crate::names::{parse_limit, queue, NodeKind, NodeName};
+use crate::layout::Layout;
+use crate::names::{parse_limit, NodeKind, NodeName};
 use crate::session::Session;
-use crate::value::lock_info;
 
 /// How often a read of who holds (`inspect`, `holders`, `force_release`,
 /// a watch) looks again when the node it picked vanished under it.
@@ -26,12 +26,22 @@ pub(crate) struct HolderNode {
 /// Which object [`holders`] reads.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Object {
-    /// A lock's contenders directory: the first node if it is exclusive,
-    /// else every reader before the first exclusive node.
-    Lock,
+    /// A lock's contenders directory, its nodes named as the layout names
+    /// them: the first node if it is exclusive, else every reader before
+    /// the first exclusive node.
+    Lock(Layout),
     /// A semaphore's permits directory: the first `limit` nodes, with the
     /// limit the directory stores.
     Semaphore,
+}
+
+impl Object {
+    fn layout(self) -> Layout {
+        match self {
+            Self::Lock(layout) => layout,
+            Self::Semaphore => Layout::Distlock,
+        }
+    }
 }
 
 /// The holders in directory `dir` (oldest first), as of this call: every
@@ -65,7 +75,7 @@ pub(crate) async fn holders(
             Err(ZkError::NoNode) => return Ok(Vec::new()),
             Err(e) => return Err(error::map(&format!("list {dir}"), e)),
         };
-        let nodes = queue(&children);
+        let nodes = object.layout().queue(&children);
         let held: Vec<&NodeName<'_>> = match limit {
             None => lock_holders(&nodes),
             Some(limit) => nodes.iter().take(limit as usize).collect(),
@@ -79,12 +89,10 @@ pub(crate) async fn holders(
         for ((node, path), read) in held.iter().zip(paths).zip(reads) {
             match read.await {
                 Ok((data, stat)) => {
-                    let kind = match (node.kind, limit) {
-                        (NodeKind::Shared, _) => HoldKind::Shared,
-                        (NodeKind::Permit, Some(limit)) => HoldKind::Permit { limit },
-                        _ => HoldKind::Exclusive,
-                    };
-                    let info = lock_info(&data, stat.czxid).with_kind(kind);
+                    let mut info = object.layout().lock_info(node, &data, stat.czxid);
+                    if let (NodeKind::Permit, Some(limit)) = (node.kind, limit) {
+                        info = info.with_kind(HoldKind::Permit { limit });
+                    }
                     found.push(HolderNode { path, info });
                 }
                 // Released between the listing and the read: look again.

@@ -14,11 +14,13 @@ mod cleanup;
 mod config;
 mod contended;
 mod contender;
+mod curator;
 mod delayed;
 mod diagnosis;
 mod error;
 mod held;
 mod holders;
+mod layout;
 mod locks;
 mod names;
 mod observe;
@@ -39,6 +41,7 @@ use lock_core::LockError;
 
 pub use backend::ZkBackend;
 pub use config::{DigestAuth, ZkConfig, DEFAULT_PORT};
+pub use layout::Layout;
 pub use names::DEFAULT_BASE;
 
 /// The ZooKeeper store's plug-in: `zk://` and `zks://` (TLS, cargo feature

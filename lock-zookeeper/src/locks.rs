@@ -29,6 +29,7 @@ use crate::acquire::{Entered, Look, NewNode, Next, Queue};
 use crate::ahead::{self, Ahead};
 use crate::contender::{find_by_guid, make_dirs, node_options, Contender, MAX_PARENT_RETRIES};
 use crate::error::{self, outcome_unknown};
+use crate::layout::Layout;
 use crate::names::{kind_prefix, NodeKind};
 use crate::session::Session;
 use crate::watch::NodeWatch;
@@ -61,11 +62,10 @@ impl Queue for LockQueue<'_> {
         self.dir
     }
 
-    /// Creates our node (and its parent directories, as containers, when
-    /// missing). The directory's listing comes with the create where the
-    /// session last had to wait (pipelined behind it), and elsewhere
-    /// where the create's transaction found our node alone (no listing
-    /// needed); not after a lost reply.
+    /// Creates our node (see [`create_node`]). The directory's listing
+    /// comes with the create where the session last had to wait
+    /// (pipelined behind it), and elsewhere where the create's transaction
+    /// found our node alone (no listing needed); not after a lost reply.
     async fn enter(&self, session: &Session, node: NewNode<'_>) -> Result<Entered, LockError> {
         let NewNode { dir, guid, data } = node;
         let kind = if self.shared {
@@ -74,37 +74,13 @@ impl Queue for LockQueue<'_> {
             NodeKind::Exclusive
         };
         let prefix = kind_prefix(dir, kind, guid);
-        let mut busy = session.contended().was_contended(dir);
-        let mut parent_retries = 0;
         let creation = Creation {
             dir,
             prefix: &prefix,
             data,
         };
-        loop {
-            let entered = if busy {
-                create_and_list(session, &creation).await
-            } else {
-                create_and_count(session, &creation).await
-            };
-            match entered {
-                Ok(entered) => return Ok(entered),
-                Err(Entry::Refused) => busy = true,
-                Err(Entry::Failed(ZkError::NoNode)) if parent_retries < MAX_PARENT_RETRIES => {
-                    parent_retries += 1;
-                    make_dirs(session, dir).await?;
-                }
-                Err(Entry::Failed(e)) if outcome_unknown(&e) => {
-                    session.ready().await?;
-                    if let Some(me) = find_by_guid(session, dir, guid).await? {
-                        return Ok((me, None));
-                    }
-                }
-                Err(Entry::Failed(e)) => {
-                    return Err(error::map(&format!("create a lock node in {dir}"), e))
-                }
-            }
-        }
+        let busy = session.contended().was_contended(dir);
+        create_node(session, &creation, guid, Layout::Distlock, busy).await
     }
 
     /// On the first look, records whether others were ahead (see
@@ -137,14 +113,54 @@ impl Queue for LockQueue<'_> {
 
 /// The create of our node.
 #[derive(Clone, Copy)]
-struct Creation<'a> {
+pub(crate) struct Creation<'a> {
     /// The contenders directory.
-    dir: &'a str,
+    pub(crate) dir: &'a str,
     /// The node's path up to the sequence number ZooKeeper appends.
-    prefix: &'a str,
-    /// The node's data: the lock's owner and value (see
-    /// [`node_data`](crate::value::node_data)).
-    data: &'a [u8],
+    pub(crate) prefix: &'a str,
+    /// The node's data (see [`Layout::node_data`]).
+    pub(crate) data: &'a [u8],
+}
+
+/// Creates our node (and its parent directories, as containers, when
+/// missing), named by `creation` with id `guid` in `layout`. With `busy`
+/// (or once the directory refused the count's write), the listing is
+/// pipelined behind the create; otherwise the create counts the
+/// directory's children (see the module docs). After a lost reply, finds
+/// the node by its guid instead of creating a second one.
+pub(crate) async fn create_node(
+    session: &Session,
+    creation: &Creation<'_>,
+    guid: &str,
+    layout: Layout,
+    mut busy: bool,
+) -> Result<Entered, LockError> {
+    let dir = creation.dir;
+    let mut parent_retries = 0;
+    loop {
+        let entered = if busy {
+            create_and_list(session, creation).await
+        } else {
+            create_and_count(session, creation).await
+        };
+        match entered {
+            Ok(entered) => return Ok(entered),
+            Err(Entry::Refused) => busy = true,
+            Err(Entry::Failed(ZkError::NoNode)) if parent_retries < MAX_PARENT_RETRIES => {
+                parent_retries += 1;
+                make_dirs(session, dir).await?;
+            }
+            Err(Entry::Failed(e)) if outcome_unknown(&e) => {
+                session.ready().await?;
+                if let Some(me) = find_by_guid(session, dir, guid, layout).await? {
+                    return Ok((me, None));
+                }
+            }
+            Err(Entry::Failed(e)) => {
+                return Err(error::map(&format!("create a lock node in {dir}"), e))
+            }
+        }
+    }
 }
 
 /// Why a create did not enter the queue.

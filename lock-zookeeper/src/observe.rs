@@ -43,22 +43,23 @@
 
 use std::sync::{Arc, Weak};
 
-use lock_core::backend::{async_trait, Change, HoldKind, HolderSource};
+use lock_core::backend::{async_trait, Change, HolderSource};
 use lock_core::{LockError, LockInfo};
 use zookeeper_client::{Error as ZkError, EventType, OneshotWatcher, SessionState};
 
 use crate::error;
 use crate::holders::RACE_RETRIES;
-use crate::names::{parse_node, queue, NodeKind};
+use crate::layout::Layout;
 use crate::session::Session;
 use crate::sessions::Sessions;
-use crate::value::lock_info;
 
 /// The holder of one lock, as a [`HolderSource`]; see the module docs.
 pub(crate) struct HolderNodes {
     sessions: Arc<Sessions>,
     /// The lock's contenders directory.
     dir: String,
+    /// How its nodes are named and read.
+    layout: Layout,
     /// The watch the last read set.
     armed: Option<OneshotWatcher>,
     /// The session the last read went through.
@@ -100,12 +101,13 @@ impl Drop for HolderNodes {
 }
 
 impl HolderNodes {
-    /// Watches the lock whose contenders directory is `dir`, through the
-    /// backend's sessions.
-    pub(crate) fn new(sessions: Arc<Sessions>, dir: String) -> Self {
+    /// Watches the lock whose contenders directory is `dir`, its nodes
+    /// named as `layout` names them, through the backend's sessions.
+    pub(crate) fn new(sessions: Arc<Sessions>, dir: String, layout: Layout) -> Self {
         Self {
             sessions,
             dir,
+            layout,
             armed: None,
             session: Weak::new(),
             sync: true,
@@ -177,7 +179,7 @@ impl HolderNodes {
             Err(ZkError::NoNode) => return self.watch_creation(session).await,
             Err(e) => return Err(error::map(&format!("list {dir}"), e)),
         };
-        let Some(first) = queue(&children).into_iter().next() else {
+        let Some(first) = self.layout.queue(&children).into_iter().next() else {
             self.free = true;
             // Without a watch yet: list again, with one.
             return Ok(dir_watch.map(|watcher| {
@@ -187,7 +189,9 @@ impl HolderNodes {
         };
         self.free = false;
         let path = format!("{dir}/{}", first.name);
-        let behind = queue(&children)
+        let behind = self
+            .layout
+            .queue(&children)
             .into_iter()
             .skip(1)
             .map(|node| node.name.to_owned())
@@ -245,14 +249,9 @@ impl HolderNodes {
         {
             Ok((data, stat, watcher)) => {
                 self.armed = Some(watcher);
-                let reader = is_reader(&path);
+                let info = self.layout.holder_at(&path, &data, stat.czxid);
                 self.holder = Some(path);
-                let info = lock_info(&data, stat.czxid);
-                Ok(Some(if reader {
-                    info.with_kind(HoldKind::Shared)
-                } else {
-                    info
-                }))
+                Ok(Some(info))
             }
             Err(ZkError::NoNode) => Ok(None),
             Err(e) => Err(error::map(&format!("read {path}"), e)),
@@ -319,11 +318,4 @@ impl HolderSource for HolderNodes {
         };
         Ok(Change::Reread)
     }
-}
-
-/// Whether the contender node at `path` is a reader's (the holder a watch
-/// reports is then one of the readers).
-fn is_reader(path: &str) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    parse_node(name).is_some_and(|node| node.kind == NodeKind::Shared)
 }

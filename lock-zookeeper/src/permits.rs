@@ -34,6 +34,7 @@ use zookeeper_client::{CreateMode, Error as ZkError, MultiWriteError, MultiWrite
 use crate::acquire::{Entered, Look, NewNode, Next, Queue};
 use crate::contender::{find_by_guid, make_dirs, node_options, Contender, MAX_PARENT_RETRIES};
 use crate::error::{self, outcome_unknown};
+use crate::layout::Layout;
 use crate::names::{kind_prefix, parse_limit, queue, NodeKind};
 use crate::permit_wait::{self, Watched};
 use crate::session::Session;
@@ -165,7 +166,7 @@ async fn enter(session: &Session, entry: &Entry<'_>) -> Result<Entered, LockErro
                 }
                 Err(e) if outcome_unknown(&e) => {
                     session.ready().await?;
-                    me = find_by_guid(session, dir, guid).await?;
+                    me = find_by_guid(session, dir, guid, Layout::Distlock).await?;
                     continue;
                 }
                 Err(e) => return Err(error::map(&format!("create a permit node in {dir}"), e)),
@@ -235,7 +236,9 @@ async fn settle(
         Err(TakeOver::Raced) => Ok(Settled::Again(Some(ours))),
         Err(TakeOver::Unknown) => {
             session.ready().await?;
-            Ok(Settled::Again(find_by_guid(session, dir, guid).await?))
+            Ok(Settled::Again(
+                find_by_guid(session, dir, guid, Layout::Distlock).await?,
+            ))
         }
         Err(TakeOver::Failed(e)) => {
             withdraw(session, &ours.path).await;
