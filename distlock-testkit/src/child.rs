@@ -103,8 +103,18 @@ impl TestChild {
     /// If the child cannot be spawned.
     pub async fn spawn(test: &str, var: &str, value: &str) -> TestChild {
         let mut command = this_binary_running(test);
+        command.env(var, value);
+        Self::start(command).await
+    }
+
+    /// Runs `command` as a child (in a process group of its own, see
+    /// [`spawn_child`]), its stdout read line by line, its stderr shown.
+    ///
+    /// # Panics
+    ///
+    /// If the child cannot be spawned.
+    pub async fn start(mut command: std::process::Command) -> TestChild {
         command
-            .env(var, value)
             .stdout(std::process::Stdio::piped())
             // Its panics show in the test's output.
             .stderr(std::process::Stdio::inherit());
