@@ -1,0 +1,413 @@
+//! distlock with `layout=curator` and Apache Curator's own recipes on one
+//! ZooKeeper: Curator peers (Debian's Curator 5.4 jars, driven by
+//! `distlock_testkit::curator`) and distlock lockers take the same locks,
+//! elections, read-write locks and semaphores and must exclude each other
+//! as two Curator clients would. Every hold is checked against a
+//! fencing register with the hold's own token (the node's czxid, on both
+//! sides).
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{local_standalone, SLACK};
+use distlock_testkit::child::{HoldMode, TestChild};
+use distlock_testkit::curator::{CuratorPeer, Held, Holder, Kind, Take};
+use distlock_testkit::scenarios::rw_faults::{child_holder, Access, RwRegister};
+use distlock_testkit::zookeeper::{raw_client, zk_url};
+use distlock_testkit::{pause_group, resume_group, FencedResource};
+use lock_core::{LockOptions, Locker};
+use tokio::task::JoinSet;
+use tokio::time::{sleep, timeout};
+
+/// The session timeout of every client here, distlock's and Curator's.
+const TTL: Duration = Duration::from_secs(2);
+/// How many holds each holder of the mixed runs takes.
+const ROUNDS: usize = 4;
+/// How long a holder of the mixed runs keeps its hold: the gap between
+/// its read and its write that an overlapping holder would fall into.
+const WORK: Duration = Duration::from_millis(15);
+/// What a mixed run may take in all, on a busy 2-core machine.
+const RUN_LIMIT: Duration = Duration::from_secs(90);
+/// The variable telling the child holder what to hold.
+const CHILD_VAR: &str = "ZK_CURATOR_CHILD";
+
+/// One test's corner of the shared server: distlock lockers with
+/// `layout=curator` under `base`, Curator peers on the same server.
+struct Fleet {
+    addr: SocketAddr,
+    base: String,
+    raw: zookeeper_client::Client,
+}
+
+impl Fleet {
+    async fn new(test: &str) -> Self {
+        let addr = local_standalone().await;
+        let raw = raw_client(&[addr]).await.unwrap();
+        let base = format!("/curator-peers/{test}");
+        Self { addr, base, raw }
+    }
+
+    fn url(&self) -> String {
+        let query = format!("layout=curator&ttl={}ms", TTL.as_millis());
+        zk_url(&[self.addr], &self.base, &query)
+    }
+
+    async fn locker(&self) -> Locker {
+        common::connect(&self.url()).await.unwrap()
+    }
+
+    async fn peer(&self) -> CuratorPeer {
+        let peer = CuratorPeer::spawn(&self.addr.to_string(), TTL).await;
+        peer.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Where Curator keeps what distlock calls `key`.
+    fn path(&self, key: &str) -> String {
+        format!("{}/{key}", self.base)
+    }
+
+    /// Fails if `node` of `key` still exists: `what` happened while the
+    /// holder's node lived.
+    async fn assert_gone(&self, key: &str, node: &str, what: &str) {
+        let path = format!("{}/{node}", self.path(key));
+        let stat = self.raw.check_stat(&path).await.unwrap();
+        assert!(stat.is_none(), "{what} while the holder's {path} lived");
+    }
+
+    /// Waits (on ZooKeeper's watches) until `dir` has `count` children
+    /// whose names contain `marker`.
+    async fn wait_for_nodes(&self, dir: &str, marker: &str, count: usize) {
+        let waiting = async {
+            loop {
+                match self.raw.list_and_watch_children(dir).await {
+                    Ok((children, watcher)) => {
+                        if children.iter().filter(|c| c.contains(marker)).count() >= count {
+                            return;
+                        }
+                        watcher.changed().await;
+                    }
+                    Err(zookeeper_client::Error::NoNode) => {
+                        let (_, watcher) = self.raw.check_and_watch_stat(dir).await.unwrap();
+                        watcher.changed().await;
+                    }
+                    Err(e) => panic!("list {dir}: {e}"),
+                }
+            }
+        };
+        timeout(SLACK * 2, waiting)
+            .await
+            .unwrap_or_else(|_| panic!("{dir} never had {count} {marker} nodes"));
+    }
+}
+
+/// What the holders of a mixed run did: a counter each exclusive hold
+/// increments with a read, a pause and a write; the read-write fencing
+/// register every mutex and read-write hold presents its token to, at
+/// its start and its end; and who was inside at once.
+#[derive(Clone, Default)]
+struct Ledger {
+    counter: Arc<Mutex<u64>>,
+    register: RwRegister,
+    inside: Arc<Mutex<(usize, usize)>>,
+    most: Arc<AtomicUsize>,
+    violations: Arc<Mutex<Vec<String>>>,
+}
+
+impl Ledger {
+    /// `who`'s hold of `kind` with `token`, lasting [`WORK`].
+    async fn work(&self, who: &str, kind: Kind, token: u64) {
+        let shared = kind == Kind::Read;
+        let limit = match kind {
+            Kind::Permit(limit) => limit as usize,
+            _ => 1,
+        };
+        self.enter(who, shared, limit);
+        let access = if shared { Access::Read } else { Access::Write };
+        let fenced = !matches!(kind, Kind::Permit(_));
+        if fenced {
+            self.register.present(who, access, token);
+        }
+        let read = *self.counter.lock().unwrap();
+        sleep(WORK).await; // the work between the read and the write
+        if !shared {
+            *self.counter.lock().unwrap() = read + 1;
+        }
+        if fenced {
+            self.register.present(who, access, token);
+        }
+        let mut inside = self.inside.lock().unwrap();
+        *if shared { &mut inside.0 } else { &mut inside.1 } -= 1;
+    }
+
+    /// A hold begins: `shared` ones may overlap each other, and at most
+    /// `limit` holds of any kind may be inside at once.
+    fn enter(&self, who: &str, shared: bool, limit: usize) {
+        let mut inside = self.inside.lock().unwrap();
+        let (readers, others) = *inside;
+        let clash = if shared {
+            others > 0
+        } else {
+            readers + others >= limit
+        };
+        if clash {
+            let seen = format!("{who} entered beside {readers} shared and {others} other holds");
+            self.violations.lock().unwrap().push(seen);
+        }
+        *inside = if shared {
+            (readers + 1, others)
+        } else {
+            (readers, others + 1)
+        };
+        self.most.fetch_max(readers + others + 1, Ordering::SeqCst);
+    }
+
+    /// No hold overlapped another it may not, and the register refused
+    /// nothing and saw no writer beside another hold.
+    fn assert_safe(&self) {
+        let violations = self.violations.lock().unwrap();
+        assert!(violations.is_empty(), "holds overlapped: {violations:?}");
+        assert_eq!(self.register.refused(), vec![], "accesses refused");
+        self.register.exclusive().unwrap();
+    }
+}
+
+/// Two Curator peers and two distlock lockers on distlock's `key`, each
+/// taking [`ROUNDS`] holds, the kind `plan(holder, round)` says; all must
+/// be served within [`RUN_LIMIT`].
+async fn mixed_run(fleet: &Fleet, key: &str, plan: fn(usize, usize) -> Kind) -> Ledger {
+    let ledger = Ledger::default();
+    let mut tasks = JoinSet::new();
+    for i in 0..4 {
+        let mut holder = match i % 2 {
+            0 => Holder::Curator(fleet.peer().await, fleet.path(key)),
+            _ => Holder::Distlock(fleet.locker().await, key.to_owned()),
+        };
+        let (ledger, side) = (ledger.clone(), ["curator", "distlock"][i % 2]);
+        tasks.spawn(async move {
+            for round in 0..ROUNDS {
+                let kind = plan(i, round);
+                let hold = holder.take(kind).await.unwrap();
+                ledger.work(&format!("{side} {i}"), kind, hold.token).await;
+                holder.release(hold).await.unwrap();
+            }
+        });
+    }
+    let all = async {
+        while let Some(done) = tasks.join_next().await {
+            done.unwrap();
+        }
+    };
+    timeout(RUN_LIMIT, all)
+        .await
+        .expect("some holders were never served");
+    ledger
+}
+
+/// Curator peers and distlock lockers increment one counter under one
+/// mutex, [`ROUNDS`] times each: the total is exact, no two holds
+/// overlap, and the fencing register accepted every write (tokens only
+/// rose).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutex_counter_is_exact_across_curator_and_distlock() {
+    let fleet = Fleet::new("mutex-counter").await;
+    let ledger = mixed_run(&fleet, "counter", |_, _| Kind::Mutex).await;
+    ledger.assert_safe();
+    assert_eq!(*ledger.counter.lock().unwrap(), 4 * ROUNDS as u64);
+    assert_eq!(ledger.register.writes().accepted(), 8 * ROUNDS as u64);
+}
+
+/// Curator's LeaderLatch and distlock's election on one path: one leader
+/// at a time, in line order; each side names the other's leader by its
+/// participant id / value, and terms are the leaders' czxids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_latch_and_election_share_one_leader() {
+    let fleet = Fleet::new("latch").await;
+    let path = fleet.path("election");
+    let latch = |id: &str| Take::Latch(path.clone(), id.to_owned());
+    let (mut first, mut third) = (fleet.peer().await, fleet.peer().await);
+    let mut observer = fleet.peer().await;
+    let locker = fleet.locker().await;
+    let election = locker.election("election").unwrap();
+    let mut changes = election.observe();
+
+    let a = first.take(&latch("curator-a")).await.unwrap();
+    assert_eq!(leader(&election).await, ("curator-a".into(), a.czxid));
+    assert_eq!(next_leader(&mut changes).await, "curator-a");
+    let candidate = locker.clone();
+    let second = tokio::spawn(async move { candidate.election("election")?.campaign("b").await });
+    fleet.wait_for_nodes(&path, "latch-", 2).await;
+    third.begin(&latch("curator-c")).await.unwrap();
+    fleet.wait_for_nodes(&path, "latch-", 3).await;
+    let id = observer.leader_of(&path).await.unwrap();
+    assert_eq!(id.as_deref(), Some("curator-a"));
+    assert!(
+        !second.is_finished(),
+        "distlock led beside Curator's leader"
+    );
+
+    first.release().await.unwrap();
+    let b = timeout(SLACK, second).await.expect("distlock never led");
+    let b = b.unwrap().unwrap();
+    assert!(b.term().get() > a.czxid);
+    let id = observer.leader_of(&path).await.unwrap();
+    assert_eq!(id.as_deref(), Some("b"), "Curator sees distlock's leader");
+    assert_eq!(next_leader(&mut changes).await, "b");
+
+    let b_term = b.term().get();
+    b.resign().await.unwrap();
+    let c = timeout(SLACK, third.held())
+        .await
+        .expect("Curator never led");
+    let c = c.unwrap();
+    assert!(c.czxid > b_term);
+    assert_eq!(next_leader(&mut changes).await, "curator-c");
+    assert_eq!(leader(&election).await, ("curator-c".into(), c.czxid));
+}
+
+/// The leader `election` reports now: its value and term.
+async fn leader(election: &lock_core::Election) -> (String, u64) {
+    let info = election.leader().await.unwrap().expect("a leader");
+    (info.value, info.term.get())
+}
+
+/// The next leader `changes` reports, by value (moments without a
+/// leader skipped).
+async fn next_leader(changes: &mut lock_core::LeaderWatch) -> String {
+    let next = async {
+        loop {
+            if let Some(leader) = changes.changed().await {
+                return leader.value;
+            }
+        }
+    };
+    timeout(SLACK, next).await.expect("no leader seen")
+}
+
+/// Curator's and distlock's readers share a read-write lock, writers of
+/// either exclude everyone: a reader of each side holds at once, and a
+/// mixed run of readers and writers shows no writer beside another hold
+/// (spans in the read-write fencing register) and no refused access.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_lock_is_shared_by_readers_and_exclusive_for_writers() {
+    let fleet = Fleet::new("rw").await;
+    let (mut peer, locker) = (fleet.peer().await, fleet.locker().await);
+    peer.take(&Take::Read(fleet.path("config"))).await.unwrap();
+    let wait = LockOptions::new().wait(SLACK);
+    let read = locker.rwlock("config").unwrap().read_with(wait).await;
+    let read = read.expect("a distlock reader joins a Curator reader");
+    assert!(locker
+        .rwlock("config")
+        .unwrap()
+        .try_write()
+        .await
+        .unwrap()
+        .is_none());
+    peer.release().await.unwrap();
+    read.release().await.unwrap();
+
+    let plan = |holder, round| [Kind::Read, Kind::Write][(holder / 2 + round) % 2];
+    let ledger = mixed_run(&fleet, "config", plan).await;
+    ledger.assert_safe();
+    let writes = ledger.register.writes().accepted();
+    assert_eq!(*ledger.counter.lock().unwrap(), writes / 2);
+}
+
+/// A Curator holder frozen past its session timeout is replaced by the
+/// distlock waiter queued behind it; resumed, it still believes it holds
+/// (Curator's mutex does not notice by itself), and its write with its
+/// old token is refused by the fencing register.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_curator_holder_is_replaced_by_distlock_and_fenced_off() {
+    let fleet = Fleet::new("frozen-curator").await;
+    let fence = FencedResource::new();
+    let mut peer = fleet.peer().await;
+    let old = peer.take(&Take::Mutex(fleet.path("k"))).await.unwrap();
+    fence.write(old.czxid, "curator").unwrap();
+    let locker = fleet.locker().await;
+    let waiting = tokio::spawn(async move {
+        let wait = LockOptions::new().wait(TTL + SLACK * 2);
+        locker.lock_with("k", wait).await
+    });
+    fleet.wait_for_nodes(&fleet.path("k"), "lock-", 2).await;
+
+    pause_group(peer.pid()).await.unwrap();
+    let guard = waiting
+        .await
+        .unwrap()
+        .expect("the distlock waiter took over");
+    assert!(guard.token().get() > old.czxid);
+    fleet
+        .assert_gone("k", &old.node, "distlock took over")
+        .await;
+    fence.write(guard.token().get(), "distlock").unwrap();
+
+    resume_group(peer.pid()).unwrap();
+    let believed = timeout(SLACK, peer.holding()).await.expect("no answer");
+    assert_eq!(believed.unwrap(), Some(old.czxid), "what Curator believes");
+    assert!(fence.write(old.czxid, "curator, late").is_err());
+    assert_eq!(fence.last_write().unwrap().1, "distlock");
+    guard.release().await.unwrap();
+}
+
+/// A distlock holder (a child process) frozen past its session timeout is
+/// replaced by the Curator waiter queued behind it; resumed, it is told it
+/// lost, and its late write is refused by the fencing register.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_distlock_holder_is_replaced_by_curator_and_fenced_off() {
+    let fleet = Fleet::new("frozen-distlock").await;
+    let fence = FencedResource::new();
+    let spec = HoldMode::Lock.spec(&format!("k {}", fleet.url()));
+    let mut child = TestChild::spawn("child_holder_process", CHILD_VAR, &spec).await;
+    let old: u64 = said(&mut child, "HELD lock").await.parse().unwrap();
+    fence.write(old, "distlock").unwrap();
+    let node = fleet
+        .raw
+        .list_children(&fleet.path("k"))
+        .await
+        .unwrap()
+        .remove(0);
+    let mut peer = fleet.peer().await;
+    peer.begin(&Take::Mutex(fleet.path("k"))).await.unwrap();
+    fleet.wait_for_nodes(&fleet.path("k"), "lock-", 2).await;
+
+    pause_group(child.pid()).await.unwrap();
+    let held = timeout(TTL + SLACK * 2, peer.held()).await;
+    let held: Held = held.expect("the Curator waiter took over").unwrap();
+    assert!(held.czxid > old);
+    fleet.assert_gone("k", &node, "Curator took over").await;
+    fence.write(held.czxid, "curator").unwrap();
+
+    while child.lines.try_recv().is_ok() {}
+    resume_group(child.pid()).unwrap();
+    let late: u64 = said(&mut child, "WRITE").await.parse().unwrap();
+    assert_eq!(late, old);
+    assert!(fence.write(late, "distlock, late").is_err());
+    said(&mut child, "LOST").await;
+    assert_eq!(fence.last_write().unwrap().1, "curator");
+    peer.release().await.unwrap();
+}
+
+/// The rest of the child's next report starting with `word`.
+async fn said(child: &mut TestChild, word: &str) -> String {
+    let marker = format!("rw-child: {word}");
+    loop {
+        let line = child.next_line(SLACK * 2).await;
+        if let Some((_, rest)) = line.split_once(&marker) {
+            return rest.trim().to_owned();
+        }
+    }
+}
+
+/// Not a test: the distlock holder the fault test above freezes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "child process of frozen_distlock_holder_is_replaced_by_curator_and_fenced_off"]
+async fn child_holder_process() {
+    child_holder(CHILD_VAR, |url| async move {
+        common::connect(&url).await.unwrap()
+    })
+    .await;
+}
