@@ -251,8 +251,14 @@ capabilities! {
     /// request is not overtaken by read requests made after it.
     shared_locks: SharedLocks,
     /// Semaphores ([`HoldKind::Permit`]): at most `limit` permits held at
-    /// once, the limit stored with the semaphore.
+    /// once.
     semaphores: Semaphores,
+    /// A semaphore's limit is stored with it: a request under another
+    /// limit while permits are held fails with
+    /// [`LockError::LimitMismatch`](crate::LockError::LimitMismatch).
+    /// Without it (a layout shared with a client family that stores no
+    /// limit), the clients of a semaphore must agree on its limit.
+    stored_limits: StoredLimits,
     /// A watch ([`Locker::watch`](crate::Locker::watch),
     /// [`Election::observe`](crate::Election::observe)) delivers every
     /// change: each acquisition, value change, release, hand-off and
@@ -277,7 +283,8 @@ impl Capabilities {
     /// What a store offers that keeps its own queue of waiters for every
     /// primitive: keys kept apart per namespace, locks freed after their
     /// holder vanishes, forced releases, waiters woken by the store in the
-    /// order they asked, read locks and semaphores. The in-memory store is this with
+    /// order they asked, read locks and semaphores with stored limits. The
+    /// in-memory store is this with
     /// [`PerLockExpiry`](Capability::PerLockExpiry); etcd and ZooKeeper
     /// (whose locks live as long as a session) are this with
     /// [`Remote`](Capability::Remote); Redis is this with both.
@@ -286,7 +293,8 @@ impl Capabilities {
     /// use lock_core::backend::Capabilities;
     /// let caps = Capabilities::QUEUEING_STORE;
     /// assert!(caps.expiry && caps.force_release && caps.notified_wakeups && caps.fifo);
-    /// assert!(caps.shared_locks && caps.semaphores && caps.namespaced_keys);
+    /// assert!(caps.shared_locks && caps.semaphores && caps.stored_limits);
+    /// assert!(caps.namespaced_keys);
     /// assert!(!caps.per_lock_expiry && !caps.remote);
     /// ```
     pub const QUEUEING_STORE: Self = Self::of(&[
@@ -297,6 +305,7 @@ impl Capabilities {
         Capability::Fifo,
         Capability::SharedLocks,
         Capability::Semaphores,
+        Capability::StoredLimits,
     ]);
 }
 

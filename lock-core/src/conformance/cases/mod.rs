@@ -41,6 +41,9 @@ mod why {
         "the store has no read-write locks: rwlock() returns NotSupported";
     pub(super) const NO_SEMAPHORES: &str =
         "the store has no semaphores: semaphore() returns NotSupported";
+    pub(super) const NO_STORED_LIMIT: &str =
+        "the store keeps no limit with a semaphore (its clients agree on one): \
+         a request under another limit cannot be told apart";
     pub(super) const NO_SHARED_HOLDS: &str =
         "the store has neither read-write locks nor semaphores";
     pub(super) const NO_LOCK_EXPIRES_ALONE: &str =

@@ -70,6 +70,9 @@ pub async fn semaphore_limit_mismatch_is_an_error(factory: &dyn LockerFactory) -
     let Some(two) = semaphore(&a, "pool", 2)? else {
         return Ok(Outcome::NotApplicable(why::NO_SEMAPHORES));
     };
+    if !a.capabilities().stored_limits {
+        return Ok(Outcome::NotApplicable(why::NO_STORED_LIMIT));
+    }
     let three = b.semaphore("pool", 3)?;
     let permit = two.acquire().await?;
     match three.try_acquire().await {
