@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use lock_core::backend::Capability::{NamespacedKeys, Semaphores, SharedLocks};
+use lock_core::backend::Capability::{NamespacedKeys, Semaphores, SharedLocks, StoredLimits};
 use lock_core::backend::{
     acquire_with_retries, holder_stream, AcquireRequest, Acquired, Attempt, Backend, Backoff,
     Capabilities, HolderStream, Primitive, Renewal, TryAcquire, WakeSubscription,
@@ -80,7 +80,7 @@ impl Backend for FileBackend {
     /// holder's never), flock cannot be broken, waiters in other processes
     /// poll, no order among waiters, no network.
     fn capabilities(&self) -> Capabilities {
-        Capabilities::of(&[NamespacedKeys, SharedLocks, Semaphores])
+        Capabilities::of(&[NamespacedKeys, SharedLocks, Semaphores, StoredLimits])
     }
 
     /// An exclusive request that finds the lock taken marks the gate
