@@ -1,6 +1,7 @@
 //! etcd's own command-line client as a peer of distlock's etcd
 //! `layout=concurrency`: `etcdctl lock` and `etcdctl elect` processes on
-//! a test server, and reads of the keys they make (which key holds, a
+//! a test server (run them with [`TestChild::start`](crate::child::TestChild::start)),
+//! and reads of the keys they make (which key holds, a
 //! key's create revision) with a raw client (feature `etcd`).
 //!
 //! `etcdctl lock NAME CMD…` runs CMD while it holds the lock, with
@@ -9,11 +10,10 @@
 //! revision (the fencing token distlock reports): read that with
 //! `etcdctl get "$ETCD_LOCK_KEY" -w fields` (see [`CREATE_REVISION_SH`]).
 
-use std::io;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-use crate::{find_program, spawn_child};
+use crate::find_program;
 
 /// A shell snippet that sets `$TOKEN` to the create revision of
 /// `$ETCD_LOCK_KEY`, read with `etcdctl get -w fields` on `$ENDPOINTS`
@@ -52,7 +52,7 @@ impl Etcdctl {
         command
     }
 
-    /// `etcdctl lock [--ttl TTL] NAME sh -c SCRIPT`: runs `script` while
+    /// `etcdctl lock [--ttl TTL] NAME -- sh -c SCRIPT`: runs `script` while
     /// holding lock `name` on a session of `ttl_seconds` (etcdctl's
     /// default 60 s without). The script sees `ETCD_LOCK_KEY`,
     /// `ETCD_LOCK_REV`, `ETCDCTL` and `ENDPOINTS`.
@@ -62,7 +62,7 @@ impl Etcdctl {
         if let Some(ttl) = ttl_seconds {
             command.arg(format!("--ttl={ttl}"));
         }
-        command.args([name, "sh", "-c", script]);
+        command.args([name, "--", "sh", "-c", script]);
         command
     }
 
@@ -80,13 +80,6 @@ impl Etcdctl {
         command.args(["elect", "-l", name]);
         command
     }
-}
-
-/// Starts `command` as a child in a process group of its own (see
-/// [`spawn_child`]), with stdout piped and stderr inherited.
-pub async fn spawn_piped(mut command: Command) -> io::Result<Child> {
-    command.stdout(Stdio::piped()).stderr(Stdio::inherit());
-    spawn_child(command).await
 }
 
 /// One key under a prefix, as a raw read sees it.
