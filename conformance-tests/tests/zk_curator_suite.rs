@@ -25,7 +25,8 @@ async fn curator_factory() -> ZkCuratorFactory {
 //   namespaces_isolate;
 // * nothing lives under a namespace, so there is none to purge
 //   (NotSupported): purging_a_namespace_spares_others;
-// * semaphores are not laid out as InterProcessSemaphoreV2 yet.
+// * InterProcessSemaphoreV2 stores no limit (each client passes its own):
+//   semaphore_limit_mismatch_is_an_error.
 lock_core::conformance_tests!(
     zookeeper_curator,
     curator_factory,
@@ -36,9 +37,6 @@ lock_core::conformance_tests!(
         watch_reports_expiry,
         namespaces_isolate,
         purging_a_namespace_spares_others,
-        semaphore_never_exceeds_its_limit,
         semaphore_limit_mismatch_is_an_error,
-        vanished_permit_returns_after_ttl,
-        releasing_a_permit_lets_one_waiter_in,
     ]
 );

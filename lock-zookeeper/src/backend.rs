@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use lock_core::backend::Capability::{
-    Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote, SharedLocks,
+    Expiry, Fifo, ForceRelease, NotifiedWakeups, Remote, Semaphores, SharedLocks,
 };
 use lock_core::backend::{
     async_trait, holder_stream, AcquireRequest, Acquired, Backend, Capabilities, HoldKind,
@@ -78,12 +78,15 @@ impl ZkBackend {
         request: &AcquireRequest,
     ) -> Result<Option<Acquired>, LockError> {
         let dir = self.lock_dir(&request.name);
-        match RecipeQueue::for_taking(session, &dir, request.taking).await? {
-            Some(queue) => acquire(session, request, &queue).await,
-            None => Err(LockError::not_supported(
-                self.name(),
-                "semaphores in the curator layout",
-            )),
+        match (
+            request.kind,
+            RecipeQueue::for_taking(session, &dir, request.taking).await?,
+        ) {
+            (HoldKind::Permit { limit }, _) => {
+                curator::semaphore::acquire(session, request, &dir, limit).await
+            }
+            (_, Some(queue)) => acquire(session, request, &queue).await,
+            (_, None) => Err(LockError::not_supported(self.name(), "this kind of hold")),
         }
     }
 }
@@ -106,6 +109,7 @@ impl Backend for ZkBackend {
                 Fifo,
                 Remote,
                 SharedLocks,
+                Semaphores,
             ]),
             _ => Capabilities::QUEUEING_STORE.with(&[Remote]),
         }
@@ -146,8 +150,16 @@ impl Backend for ZkBackend {
             Primitive::Lock => self.lock_holders(name).await?,
             Primitive::Semaphore => {
                 let session = self.sessions.get().await?;
-                let dir = permits_dir(&self.config.base, name);
-                holders(&session, &dir, Object::Semaphore).await?
+                match self.config.layout {
+                    Layout::Curator => {
+                        let dir = curator::semaphore::leases_dir(&self.lock_dir(name));
+                        holders(&session, &dir, Object::Leases).await?
+                    }
+                    _ => {
+                        let dir = permits_dir(&self.config.base, name);
+                        holders(&session, &dir, Object::Semaphore).await?
+                    }
+                }
             }
         };
         Ok(held.into_iter().map(|holder| holder.info).collect())

@@ -33,6 +33,11 @@ pub(crate) enum Object {
     /// A semaphore's permits directory: the first `limit` nodes, with the
     /// limit the directory stores.
     Semaphore,
+    /// A Curator InterProcessSemaphoreV2's `leases` directory: every lease,
+    /// but the newest while someone holds the semaphore's `locks` mutex
+    /// beside it (that lease may be waiting for room; see
+    /// [`crate::curator::semaphore`]).
+    Leases,
 }
 
 impl Object {
@@ -40,6 +45,7 @@ impl Object {
         match self {
             Self::Lock(layout) => layout,
             Self::Semaphore => Layout::Distlock,
+            Self::Leases => Layout::Curator,
         }
     }
 }
@@ -58,9 +64,11 @@ pub(crate) async fn holders(
         .request(client.sync("/"))
         .await
         .map_err(|e| error::map("sync with the leader", e))?;
-    'again: for _ in 0..RACE_RETRIES {
-        // Both requests are sent before either is awaited.
+    let locks = matches!(object, Object::Leases).then(|| locks_beside(dir));
+    for _ in 0..RACE_RETRIES {
+        // Every request is sent before any is awaited.
         let limit = matches!(object, Object::Semaphore).then(|| client.get_data(dir));
+        let entering = locks.as_deref().map(|locks| client.list_children(locks));
         let listing = client.list_children(dir);
         let limit = match limit {
             None => None,
@@ -70,42 +78,80 @@ pub(crate) async fn holders(
                 Err(e) => return Err(error::map(&format!("read {dir}"), e)),
             },
         };
+        let entering = match entering {
+            None => false,
+            Some(listing) => match session.request(listing).await {
+                Ok(children) => !children.is_empty(),
+                Err(ZkError::NoNode) => false,
+                Err(e) => return Err(error::map(&format!("list the mutex beside {dir}"), e)),
+            },
+        };
         let children = match session.request(listing).await {
             Ok(children) => children,
             Err(ZkError::NoNode) => return Ok(Vec::new()),
             Err(e) => return Err(error::map(&format!("list {dir}"), e)),
         };
         let nodes = object.layout().queue(&children);
-        let held: Vec<&NodeName<'_>> = match limit {
-            None => lock_holders(&nodes),
-            Some(limit) => nodes.iter().take(limit as usize).collect(),
-        };
-        let paths: Vec<String> = held.iter().map(|n| format!("{dir}/{}", n.name)).collect();
-        let reads: Vec<_> = paths
-            .iter()
-            .map(|path| session.request(client.get_data(path)))
-            .collect();
-        let mut found = Vec::with_capacity(held.len());
-        for ((node, path), read) in held.iter().zip(paths).zip(reads) {
-            match read.await {
-                Ok((data, stat)) => {
-                    let mut info = object.layout().lock_info(node, &data, stat.czxid);
-                    if let (NodeKind::Permit, Some(limit)) = (node.kind, limit) {
-                        info = info.with_kind(HoldKind::Permit { limit });
-                    }
-                    found.push(HolderNode { path, info });
-                }
-                // Released between the listing and the read: look again.
-                Err(ZkError::NoNode) => continue 'again,
-                Err(e) => return Err(error::map(&format!("read {path}"), e)),
+        let (held, limit) = match object {
+            Object::Lock(_) => (lock_holders(&nodes), None),
+            Object::Semaphore => (first(&nodes, limit.unwrap_or(0) as usize), limit),
+            Object::Leases => {
+                let count = nodes.len() - usize::from(entering && !nodes.is_empty());
+                (first(&nodes, count), u32::try_from(count).ok())
             }
+        };
+        if let Some(found) = read_nodes(session, dir, &held, object.layout(), limit).await? {
+            return Ok(found);
         }
-        return Ok(found);
     }
     Err(LockError::Unavailable {
         message: format!("the holders of {dir} kept changing while being read"),
         source: None,
     })
+}
+
+/// The `locks` mutex directory beside a Curator `leases` directory.
+fn locks_beside(leases: &str) -> String {
+    let parent = &leases[..leases.rfind('/').unwrap_or(0)];
+    format!("{parent}/{}", crate::curator::semaphore::LOCKS_DIR)
+}
+
+/// The first `count` of `nodes`.
+fn first<'q, 'a>(nodes: &'q [NodeName<'a>], count: usize) -> Vec<&'q NodeName<'a>> {
+    nodes.iter().take(count).collect()
+}
+
+/// Reads the nodes `held` in `dir` as holders (permits under `limit`, for
+/// permit nodes); `None` if one was released meanwhile (look again).
+async fn read_nodes(
+    session: &Session,
+    dir: &str,
+    held: &[&NodeName<'_>],
+    layout: Layout,
+    limit: Option<u32>,
+) -> Result<Option<Vec<HolderNode>>, LockError> {
+    let client = session.client();
+    let paths: Vec<String> = held.iter().map(|n| format!("{dir}/{}", n.name)).collect();
+    let reads: Vec<_> = paths
+        .iter()
+        .map(|path| session.request(client.get_data(path)))
+        .collect();
+    let mut found = Vec::with_capacity(held.len());
+    for ((node, path), read) in held.iter().zip(paths).zip(reads) {
+        match read.await {
+            Ok((data, stat)) => {
+                let mut info = layout.lock_info(node, &data, stat.czxid);
+                if let (NodeKind::Permit, Some(limit)) = (node.kind, limit) {
+                    info = info.with_kind(HoldKind::Permit { limit });
+                }
+                found.push(HolderNode { path, info });
+            }
+            // Released between the listing and the read.
+            Err(ZkError::NoNode) => return Ok(None),
+            Err(e) => return Err(error::map(&format!("read {path}"), e)),
+        }
+    }
+    Ok(Some(found))
 }
 
 /// The holders in a contenders queue: its first node if exclusive, else

@@ -41,6 +41,7 @@
 pub(crate) mod nodes;
 pub(crate) mod owners;
 pub(crate) mod queue;
+pub(crate) mod semaphore;
 
 use lock_core::LockName;
 

@@ -31,6 +31,11 @@ pub(crate) struct RecipeQueue<'d> {
 }
 
 impl<'d> RecipeQueue<'d> {
+    /// The InterProcessMutex at `dir`.
+    pub(crate) fn mutex(dir: &'d str) -> Self {
+        Self { dir, marker: LOCK }
+    }
+
     /// The queue at `dir` for `taking` (a lock, a leadership, a read or
     /// write lock); `None` for a permit, which is no queue of this kind.
     ///
