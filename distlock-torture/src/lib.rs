@@ -26,6 +26,7 @@ pub mod faults;
 pub mod fleet;
 pub mod link;
 pub mod nemesis;
+pub mod peers;
 pub mod plan;
 pub mod primitive;
 pub mod register;
