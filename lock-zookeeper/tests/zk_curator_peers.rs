@@ -320,6 +320,17 @@ async fn read_write_lock_is_shared_by_readers_and_exclusive_for_writers() {
 /// distlock waiter queued behind it; resumed, it still believes it holds
 /// (Curator's mutex does not notice by itself), and its write with its
 /// old token is refused by the fencing register.
+/// Curator's InterProcessSemaphoreV2 and distlock's semaphore with the
+/// same limit: never more holders than the limit at once, everyone served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_limit_holds_across_curator_and_distlock() {
+    const LIMIT: u32 = 2;
+    let fleet = Fleet::new("semaphore").await;
+    let ledger = mixed_run(&fleet, "pool", |_, _| Kind::Permit(LIMIT)).await;
+    ledger.assert_safe();
+    assert!(ledger.most.load(Ordering::SeqCst) <= LIMIT as usize);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frozen_curator_holder_is_replaced_by_distlock_and_fenced_off() {
     let fleet = Fleet::new("frozen-curator").await;
