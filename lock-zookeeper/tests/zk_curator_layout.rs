@@ -69,11 +69,11 @@ async fn children_when(
         .unwrap_or_else(|_| panic!("{dir} never had the children expected"))
 }
 
-/// A lock, a leadership, read and write locks and a permit each create
-/// the node Curator's recipe would, holding the value as data, with the
-/// node's czxid as token; releases delete them.
+/// A lock and a leadership each create the node Curator's recipe would,
+/// holding the value as data, with the node's czxid as token; releases
+/// delete them.
 #[tokio::test]
-async fn holds_create_curator_nodes() {
+async fn locks_and_leaders_create_curator_nodes() {
     let (locker, raw, base) = locker("names").await;
     let guard = locker
         .lock_with("locks/orders", LockOptions::new().value("v1"))
@@ -106,7 +106,12 @@ async fn holds_create_curator_nodes() {
     let (data, _) = raw.get_data(&format!("{dir}/{}", nodes[0])).await.unwrap();
     assert_eq!(data, b"id-1");
     leader.resign().await.unwrap();
+}
 
+/// Read and write locks are InterProcessReadWriteLock nodes in one queue.
+#[tokio::test]
+async fn read_and_write_locks_create_curator_nodes() {
+    let (locker, raw, base) = locker("rw").await;
     let rw = locker.rwlock("cfg").unwrap();
     let reader = rw.read().await.unwrap();
     let writing = {
@@ -132,7 +137,13 @@ async fn holds_create_curator_nodes() {
         .unwrap();
     assert!(writer.token() > read_token);
     writer.release().await.unwrap();
+}
 
+/// A permit is an InterProcessSemaphoreV2 lease, and the mutex that
+/// serializes acquires is released once it is in.
+#[tokio::test]
+async fn permits_create_curator_leases() {
+    let (locker, raw, base) = locker("pool").await;
     let pool = locker.semaphore("pool", 2).unwrap();
     let permit = pool
         .acquire_with(LockOptions::new().value("p1"))
@@ -152,7 +163,6 @@ async fn holds_create_curator_nodes() {
         (data.as_slice(), stat.czxid as u64),
         (&b"p1"[..], permit.token().get())
     );
-    // The mutex that serializes acquires is released once the permit is in.
     let mutex = raw
         .list_children(&format!("{base}/pool/locks"))
         .await
