@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use common::{local_standalone, SLACK};
 use distlock_testkit::child::{HoldMode, TestChild};
-use distlock_testkit::curator::{CuratorPeer, Held, Holder, Kind, Take};
+use distlock_testkit::curator::{RecipePeer, Held, Holder, Kind, Take};
 use distlock_testkit::scenarios::rw_faults::{child_holder, Access, RwRegister};
 use distlock_testkit::zookeeper::{raw_client, zk_url};
 use distlock_testkit::{pause_group, resume_group, FencedResource};
@@ -60,8 +60,8 @@ impl Fleet {
         common::connect(&self.url()).await.unwrap()
     }
 
-    async fn peer(&self) -> CuratorPeer {
-        let peer = CuratorPeer::spawn(&self.addr.to_string(), TTL).await;
+    async fn peer(&self) -> RecipePeer {
+        let peer = RecipePeer::curator(&self.addr.to_string(), TTL).await;
         peer.unwrap_or_else(|e| panic!("{e}"))
     }
 

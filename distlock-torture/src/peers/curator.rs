@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use distlock_testkit::curator::{CuratorPeer, Take};
+use distlock_testkit::curator::{RecipePeer, Take};
 use distlock_testkit::url::host_list;
 use distlock_testkit::zookeeper::{start_standalone_with, zk_url, ZkSettings};
 use distlock_testkit::Server;
@@ -19,7 +19,7 @@ const SESSION: Duration = Duration::from_secs(10);
 /// One Curator client (a JVM) taking a mutex or a leader latch.
 #[derive(Debug)]
 pub struct CuratorContender {
-    peer: CuratorPeer,
+    peer: RecipePeer,
     take: Take,
 }
 
@@ -86,7 +86,7 @@ impl Family for CuratorFamily {
             return Ok(Box::new(Distlock::new(locker, key, primitive)));
         }
         let connect = host_list(self.addrs());
-        let peer = CuratorPeer::spawn(&connect, SESSION).await?;
+        let peer = RecipePeer::curator(&connect, SESSION).await?;
         let path = format!("/{key}");
         let take = match primitive {
             Primitive::Lock => Take::Mutex(path),
