@@ -7,8 +7,9 @@
 #
 # What it does:
 #   1. Makes sure the tools the tests need are there: protoc (to build the etcd
-#      client), redis-server + redis-cli, etcd (+ etcdctl when the distribution
-#      has it), ZooKeeper with a Java runtime, PostgreSQL (server programs:
+#      client), redis-server + redis-cli, etcd and etcdctl, ZooKeeper with a
+#      Java runtime, the peers of the mixed-fleet tests (a JDK and Apache
+#      Curator's jars, Python's kazoo), PostgreSQL (server programs:
 #      initdb, postgres, pg_ctl, pg_basebackup; on Debian under
 #      /usr/lib/postgresql/<major>/bin, the highest major is used) and
 #      PgBouncer. On Debian/Ubuntu as root it installs whatever is missing with
@@ -126,6 +127,10 @@ fi
 if ! have etcd; then
     missing+=("etcd-server|etcd|DISTLOCK_TEST_ETCD_URL")
 fi
+# etcdctl is the peer of the etcd layout=concurrency tests: nothing stands in.
+if ! have etcdctl; then
+    missing+=("etcd-client|etcdctl (the peer of the etcd concurrency-layout tests)|")
+fi
 if ! zookeeper_present; then
     # Depends (not Recommends) on default-jre, so Java comes with it.
     missing+=("zookeeper|ZooKeeper server (+ Java runtime)|DISTLOCK_TEST_ZK_URL")
@@ -146,6 +151,12 @@ fi
 if ! curator_present; then
     missing+=("libcurator-recipes-java|Apache Curator's recipes (the ZooKeeper tests' Curator peer)|")
 fi
+# kazoo is the Python peer of the ZooKeeper curator-layout tests, run by
+# Debian's python3 (where python3-kazoo installs it).
+kazoo_present() { [[ -x /usr/bin/python3 ]] && /usr/bin/python3 -c 'import kazoo.recipe.lock' 2>/dev/null; }
+if ! kazoo_present; then
+    missing+=("python3-kazoo|kazoo (the ZooKeeper tests' Python peer)|")
+fi
 if [[ -z "$(postgres_bin_dir)" ]]; then
     missing+=("postgresql|PostgreSQL server (initdb, postgres, pg_basebackup)|DISTLOCK_TEST_PG_URL")
 fi
@@ -154,12 +165,6 @@ if [[ -z "$(pgbouncer_program)" ]]; then
     # stands in for it.
     missing+=("pgbouncer|pgbouncer|")
 fi
-# Nice to have, never required: etcdctl (Debian: etcd-client).
-want_etcdctl=0
-if ! have etcdctl; then
-    want_etcdctl=1
-fi
-
 pkg_of() { printf '%s' "${1%%|*}"; }
 what_of() { local r=${1#*|}; printf '%s' "${r%%|*}"; }
 var_of() { printf '%s' "${1##*|}"; }
@@ -196,26 +201,15 @@ apt_install() {
         install -y --no-install-recommends "$@"
 }
 
-if ((${#missing[@]} > 0)) || ((want_etcdctl)); then
+if ((${#missing[@]} > 0)); then
     if is_root && is_debian_like && have apt-get; then
         pkgs=()
         for m in "${missing[@]}"; do
             pkgs+=("$(pkg_of "$m")")
         done
-        if ((${#pkgs[@]} > 0)); then
-            say "missing: ${pkgs[*]} — installing with apt-get"
-            apt_update
-            # etcdctl rides along when the distribution has it.
-            if ((want_etcdctl)) && apt-cache show etcd-client >/dev/null 2>&1; then
-                pkgs+=(etcd-client)
-            fi
-            apt_install "${pkgs[@]}"
-        elif apt-cache show etcd-client >/dev/null 2>&1; then
-            # Only the optional etcdctl is missing: try with the package lists
-            # we have, and do not fail the run over it.
-            say "etcdctl missing — installing etcd-client (optional)"
-            apt_install etcd-client || say "could not install etcd-client; continuing without etcdctl"
-        fi
+        say "missing: ${pkgs[*]} — installing with apt-get"
+        apt_update
+        apt_install "${pkgs[@]}"
         # Re-check: anything still missing is an error.
         still=()
         have protoc || [[ -n "${PROTOC:-}" && -x "${PROTOC}" ]] || still+=(protoc)
@@ -223,10 +217,12 @@ if ((${#missing[@]} > 0)) || ((want_etcdctl)); then
         have redis-server || still+=(redis-server)
         have redis-cli || still+=(redis-cli)
         have etcd || still+=(etcd)
+        have etcdctl || still+=(etcdctl)
         zookeeper_present || still+=(zookeeper)
         have java || still+=(java)
         have javac || still+=(javac)
         curator_present || still+=(libcurator-recipes-java)
+        kazoo_present || still+=(python3-kazoo)
         [[ -n "$(postgres_bin_dir)" ]] || still+=(postgresql)
         [[ -n "$(pgbouncer_program)" ]] || still+=(pgbouncer)
         if ((${#still[@]} > 0)); then
@@ -326,6 +322,12 @@ pgbouncer_bin=$(pgbouncer_program)
 ver_pgbouncer="not installed"
 [[ -n "$pgbouncer_bin" ]] && ver_pgbouncer=$(ver "$pgbouncer_bin" --version)
 
+ver_etcdctl=$(ver etcdctl version)
+ver_curator="not installed"
+curator_present && ver_curator=$(dpkg-query -W -f '${Version}' libcurator-recipes-java 2>/dev/null || echo present)
+ver_kazoo="not installed"
+kazoo_present && ver_kazoo=$(/usr/bin/python3 -c 'import kazoo.version as v; print(v.__version__)' 2>/dev/null || echo present)
+
 echo "== distlock tests =="
 echo "   redis:     $ver_redis${DISTLOCK_TEST_REDIS_URL:+  (tests use DISTLOCK_TEST_REDIS_URL=$DISTLOCK_TEST_REDIS_URL)}"
 echo "   etcd:      $ver_etcd${DISTLOCK_TEST_ETCD_URL:+  (tests use DISTLOCK_TEST_ETCD_URL=$DISTLOCK_TEST_ETCD_URL)}"
@@ -333,6 +335,7 @@ echo "   zookeeper: $ver_zk${DISTLOCK_TEST_ZK_URL:+  (tests use DISTLOCK_TEST_ZK
 echo "   postgres:  $ver_pg${DISTLOCK_TEST_PG_URL:+  (shared-server tests use DISTLOCK_TEST_PG_URL)}"
 echo "   pgbouncer: $ver_pgbouncer"
 echo "   java:      $ver_java"
+echo "   peers:     $ver_etcdctl; Curator $ver_curator; kazoo $ver_kazoo"
 echo "   protoc:    $ver_protoc"
 echo "   cargo:     $(ver cargo --version)"
 

@@ -8,204 +8,18 @@
 
 mod common;
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::atomic::Ordering;
 
-use common::{local_standalone, SLACK};
+use common::mixed::{mixed_run, Fleet, Peers, ROUNDS, TTL};
+use common::SLACK;
 use distlock_testkit::child::{HoldMode, TestChild};
-use distlock_testkit::curator::{RecipePeer, Held, Holder, Kind, Take};
-use distlock_testkit::scenarios::rw_faults::{child_holder, Access, RwRegister};
-use distlock_testkit::zookeeper::{raw_client, zk_url};
+use distlock_testkit::curator::{Held, Kind, Take};
+use distlock_testkit::scenarios::rw_faults::child_holder;
 use distlock_testkit::{pause_group, resume_group, FencedResource};
-use lock_core::{LockOptions, Locker};
-use tokio::task::JoinSet;
-use tokio::time::{sleep, timeout};
-
-/// The session timeout of every client here, distlock's and Curator's.
-const TTL: Duration = Duration::from_secs(2);
-/// How many holds each holder of the mixed runs takes.
-const ROUNDS: usize = 4;
-/// How long a holder of the mixed runs keeps its hold: the gap between
-/// its read and its write that an overlapping holder would fall into.
-const WORK: Duration = Duration::from_millis(15);
-/// What a mixed run may take in all, on a busy 2-core machine.
-const RUN_LIMIT: Duration = Duration::from_secs(90);
+use lock_core::LockOptions;
+use tokio::time::timeout;
 /// The variable telling the child holder what to hold.
 const CHILD_VAR: &str = "ZK_CURATOR_CHILD";
-
-/// One test's corner of the shared server: distlock lockers with
-/// `layout=curator` under `base`, Curator peers on the same server.
-struct Fleet {
-    addr: SocketAddr,
-    base: String,
-    raw: zookeeper_client::Client,
-}
-
-impl Fleet {
-    async fn new(test: &str) -> Self {
-        let addr = local_standalone().await;
-        let raw = raw_client(&[addr]).await.unwrap();
-        let base = format!("/curator-peers/{test}");
-        Self { addr, base, raw }
-    }
-
-    fn url(&self) -> String {
-        let query = format!("layout=curator&ttl={}ms", TTL.as_millis());
-        zk_url(&[self.addr], &self.base, &query)
-    }
-
-    async fn locker(&self) -> Locker {
-        common::connect(&self.url()).await.unwrap()
-    }
-
-    async fn peer(&self) -> RecipePeer {
-        let peer = RecipePeer::curator(&self.addr.to_string(), TTL).await;
-        peer.unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// Where Curator keeps what distlock calls `key`.
-    fn path(&self, key: &str) -> String {
-        format!("{}/{key}", self.base)
-    }
-
-    /// Fails if `node` of `key` still exists: `what` happened while the
-    /// holder's node lived.
-    async fn assert_gone(&self, key: &str, node: &str, what: &str) {
-        let path = format!("{}/{node}", self.path(key));
-        let stat = self.raw.check_stat(&path).await.unwrap();
-        assert!(stat.is_none(), "{what} while the holder's {path} lived");
-    }
-
-    /// Waits (on ZooKeeper's watches) until `dir` has `count` children
-    /// whose names contain `marker`.
-    async fn wait_for_nodes(&self, dir: &str, marker: &str, count: usize) {
-        let waiting = async {
-            loop {
-                match self.raw.list_and_watch_children(dir).await {
-                    Ok((children, watcher)) => {
-                        if children.iter().filter(|c| c.contains(marker)).count() >= count {
-                            return;
-                        }
-                        watcher.changed().await;
-                    }
-                    Err(zookeeper_client::Error::NoNode) => {
-                        let (_, watcher) = self.raw.check_and_watch_stat(dir).await.unwrap();
-                        watcher.changed().await;
-                    }
-                    Err(e) => panic!("list {dir}: {e}"),
-                }
-            }
-        };
-        timeout(SLACK * 2, waiting)
-            .await
-            .unwrap_or_else(|_| panic!("{dir} never had {count} {marker} nodes"));
-    }
-}
-
-/// What the holders of a mixed run did: a counter each exclusive hold
-/// increments with a read, a pause and a write; the read-write fencing
-/// register every mutex and read-write hold presents its token to, at
-/// its start and its end; and who was inside at once.
-#[derive(Clone, Default)]
-struct Ledger {
-    counter: Arc<Mutex<u64>>,
-    register: RwRegister,
-    inside: Arc<Mutex<(usize, usize)>>,
-    most: Arc<AtomicUsize>,
-    violations: Arc<Mutex<Vec<String>>>,
-}
-
-impl Ledger {
-    /// `who`'s hold of `kind` with `token`, lasting [`WORK`].
-    async fn work(&self, who: &str, kind: Kind, token: u64) {
-        let shared = kind == Kind::Read;
-        let limit = match kind {
-            Kind::Permit(limit) => limit as usize,
-            _ => 1,
-        };
-        self.enter(who, shared, limit);
-        let access = if shared { Access::Read } else { Access::Write };
-        let fenced = !matches!(kind, Kind::Permit(_));
-        if fenced {
-            self.register.present(who, access, token);
-        }
-        let read = *self.counter.lock().unwrap();
-        sleep(WORK).await; // the work between the read and the write
-        if !shared {
-            *self.counter.lock().unwrap() = read + 1;
-        }
-        if fenced {
-            self.register.present(who, access, token);
-        }
-        let mut inside = self.inside.lock().unwrap();
-        *if shared { &mut inside.0 } else { &mut inside.1 } -= 1;
-    }
-
-    /// A hold begins: `shared` ones may overlap each other, and at most
-    /// `limit` holds of any kind may be inside at once.
-    fn enter(&self, who: &str, shared: bool, limit: usize) {
-        let mut inside = self.inside.lock().unwrap();
-        let (readers, others) = *inside;
-        let clash = if shared {
-            others > 0
-        } else {
-            readers + others >= limit
-        };
-        if clash {
-            let seen = format!("{who} entered beside {readers} shared and {others} other holds");
-            self.violations.lock().unwrap().push(seen);
-        }
-        *inside = if shared {
-            (readers + 1, others)
-        } else {
-            (readers, others + 1)
-        };
-        self.most.fetch_max(readers + others + 1, Ordering::SeqCst);
-    }
-
-    /// No hold overlapped another it may not, and the register refused
-    /// nothing and saw no writer beside another hold.
-    fn assert_safe(&self) {
-        let violations = self.violations.lock().unwrap();
-        assert!(violations.is_empty(), "holds overlapped: {violations:?}");
-        assert_eq!(self.register.refused(), vec![], "accesses refused");
-        self.register.exclusive().unwrap();
-    }
-}
-
-/// Two Curator peers and two distlock lockers on distlock's `key`, each
-/// taking [`ROUNDS`] holds, the kind `plan(holder, round)` says; all must
-/// be served within [`RUN_LIMIT`].
-async fn mixed_run(fleet: &Fleet, key: &str, plan: fn(usize, usize) -> Kind) -> Ledger {
-    let ledger = Ledger::default();
-    let mut tasks = JoinSet::new();
-    for i in 0..4 {
-        let mut holder = match i % 2 {
-            0 => Holder::Curator(fleet.peer().await, fleet.path(key)),
-            _ => Holder::Distlock(fleet.locker().await, key.to_owned()),
-        };
-        let (ledger, side) = (ledger.clone(), ["curator", "distlock"][i % 2]);
-        tasks.spawn(async move {
-            for round in 0..ROUNDS {
-                let kind = plan(i, round);
-                let hold = holder.take(kind).await.unwrap();
-                ledger.work(&format!("{side} {i}"), kind, hold.token).await;
-                holder.release(hold).await.unwrap();
-            }
-        });
-    }
-    let all = async {
-        while let Some(done) = tasks.join_next().await {
-            done.unwrap();
-        }
-    };
-    timeout(RUN_LIMIT, all)
-        .await
-        .expect("some holders were never served");
-    ledger
-}
 
 /// Curator peers and distlock lockers increment one counter under one
 /// mutex, [`ROUNDS`] times each: the total is exact, no two holds
@@ -213,7 +27,7 @@ async fn mixed_run(fleet: &Fleet, key: &str, plan: fn(usize, usize) -> Kind) -> 
 /// rose).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutex_counter_is_exact_across_curator_and_distlock() {
-    let fleet = Fleet::new("mutex-counter").await;
+    let fleet = Fleet::new("mutex-counter", Peers::Curator).await;
     let ledger = mixed_run(&fleet, "counter", |_, _| Kind::Mutex).await;
     ledger.assert_safe();
     assert_eq!(*ledger.counter.lock().unwrap(), 4 * ROUNDS as u64);
@@ -225,7 +39,7 @@ async fn mutex_counter_is_exact_across_curator_and_distlock() {
 /// participant id / value, and terms are the leaders' czxids.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_latch_and_election_share_one_leader() {
-    let fleet = Fleet::new("latch").await;
+    let fleet = Fleet::new("latch", Peers::Curator).await;
     let path = fleet.path("election");
     let latch = |id: &str| Take::Latch(path.clone(), id.to_owned());
     let (mut first, mut third) = (fleet.peer().await, fleet.peer().await);
@@ -293,7 +107,7 @@ async fn next_leader(changes: &mut lock_core::LeaderWatch) -> String {
 /// (spans in the read-write fencing register) and no refused access.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_write_lock_is_shared_by_readers_and_exclusive_for_writers() {
-    let fleet = Fleet::new("rw").await;
+    let fleet = Fleet::new("rw", Peers::Curator).await;
     let (mut peer, locker) = (fleet.peer().await, fleet.locker().await);
     peer.take(&Take::Read(fleet.path("config"))).await.unwrap();
     let wait = LockOptions::new().wait(SLACK);
@@ -316,24 +130,24 @@ async fn read_write_lock_is_shared_by_readers_and_exclusive_for_writers() {
     assert_eq!(*ledger.counter.lock().unwrap(), writes / 2);
 }
 
-/// A Curator holder frozen past its session timeout is replaced by the
-/// distlock waiter queued behind it; resumed, it still believes it holds
-/// (Curator's mutex does not notice by itself), and its write with its
-/// old token is refused by the fencing register.
 /// Curator's InterProcessSemaphoreV2 and distlock's semaphore with the
 /// same limit: never more holders than the limit at once, everyone served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semaphore_limit_holds_across_curator_and_distlock() {
     const LIMIT: u32 = 2;
-    let fleet = Fleet::new("semaphore").await;
+    let fleet = Fleet::new("semaphore", Peers::Curator).await;
     let ledger = mixed_run(&fleet, "pool", |_, _| Kind::Permit(LIMIT)).await;
     ledger.assert_safe();
     assert!(ledger.most.load(Ordering::SeqCst) <= LIMIT as usize);
 }
 
+/// A Curator holder frozen past its session timeout is replaced by the
+/// distlock waiter queued behind it; resumed, it still believes it holds
+/// (Curator's mutex does not notice by itself), and its write with its
+/// old token is refused by the fencing register.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frozen_curator_holder_is_replaced_by_distlock_and_fenced_off() {
-    let fleet = Fleet::new("frozen-curator").await;
+    let fleet = Fleet::new("frozen-curator", Peers::Curator).await;
     let fence = FencedResource::new();
     let mut peer = fleet.peer().await;
     let old = peer.take(&Take::Mutex(fleet.path("k"))).await.unwrap();
@@ -369,7 +183,7 @@ async fn frozen_curator_holder_is_replaced_by_distlock_and_fenced_off() {
 /// lost, and its late write is refused by the fencing register.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frozen_distlock_holder_is_replaced_by_curator_and_fenced_off() {
-    let fleet = Fleet::new("frozen-distlock").await;
+    let fleet = Fleet::new("frozen-distlock", Peers::Curator).await;
     let fence = FencedResource::new();
     let spec = HoldMode::Lock.spec(&format!("k {}", fleet.url()));
     let mut child = TestChild::spawn("child_holder_process", CHILD_VAR, &spec).await;

@@ -32,7 +32,9 @@ impl Recipe {
     /// The recipe's name in messages.
     pub(crate) fn describe(self) -> &'static str {
         match self {
-            Self::Mutex => "InterProcessMutex/LeaderSelector (`lock-` nodes)",
+            Self::Mutex => {
+                "InterProcessMutex/LeaderSelector or kazoo Lock (`lock-`/`__lock__` nodes)"
+            }
             Self::Latch => "LeaderLatch (`latch-` nodes)",
             Self::ReadWrite => "InterProcessReadWriteLock (`__READ__`/`__WRIT__` nodes)",
             Self::Semaphore => "InterProcessSemaphoreV2 (`leases`/`locks` children)",
@@ -54,6 +56,16 @@ pub(crate) struct Marker {
 /// InterProcessMutex's (and LeaderSelector's) marker.
 pub(crate) const LOCK: Marker = Marker {
     text: "lock-",
+    recipe: Recipe::Mutex,
+    kind: NodeKind::Exclusive,
+};
+/// kazoo's `Lock` marker (`<uuid hex>__lock__<seq>`, no protected
+/// prefix). kazoo joins Curator's mutex when told to see `-lock-` nodes
+/// (`extra_lock_patterns=["-lock-"]`); counting its nodes here, in their
+/// sequence order, makes distlock wait for kazoo's holders too. (Curator
+/// itself sorts them by their whole name, so Curator and kazoo do not mix.)
+pub(crate) const KAZOO_LOCK: Marker = Marker {
+    text: "__lock__",
     recipe: Recipe::Mutex,
     kind: NodeKind::Exclusive,
 };
@@ -82,7 +94,7 @@ pub(crate) const LEASE: Marker = Marker {
     kind: NodeKind::Permit,
 };
 
-const MARKERS: [Marker; 5] = [LOCK, LATCH, READ, WRITE, LEASE];
+const MARKERS: [Marker; 6] = [LOCK, KAZOO_LOCK, LATCH, READ, WRITE, LEASE];
 
 /// The path prefix our node with id `guid` and `marker` is created with
 /// in `dir`; ZooKeeper appends the sequence number.
@@ -157,6 +169,8 @@ mod tests {
             (READ, NodeKind::Shared, 3)
         );
         assert_eq!(parse("latch-0000000001").unwrap().1.guid, "");
+        let (marker, node) = parse("9f2c41d0aa3e4d41b5a3c9e0f1d2a3b4__lock__0000000007").unwrap();
+        assert_eq!((marker, node.guid, node.sequence), (KAZOO_LOCK, "", 7));
         for foreign in ["sub", "leases", "locks", "lock-", "lock-12x", "_c_x-lock-"] {
             assert!(parse(foreign).is_none(), "{foreign}");
         }
@@ -181,6 +195,10 @@ mod tests {
             other_recipe(&children, Recipe::Mutex),
             Some(Recipe::ReadWrite)
         );
+        let kazoo = listing(&["_c_a-lock-0000000004", "9f2c__lock__0000000003"]);
+        let order: Vec<_> = queue(&kazoo).iter().map(|n| n.sequence).collect();
+        assert_eq!(order, [3, 4], "kazoo's node takes its place in line");
+        assert_eq!(other_recipe(&kazoo, Recipe::Mutex), None);
         let latch = listing(&["_c_a-latch-0000000001", "nested"]);
         assert_eq!(other_recipe(&latch, Recipe::Mutex), Some(Recipe::Latch));
     }

@@ -3,6 +3,7 @@
 #![allow(dead_code)] // not every test binary uses everything
 
 pub(crate) mod helper;
+pub(crate) mod mixed;
 pub(crate) mod referee;
 
 use std::net::SocketAddr;
