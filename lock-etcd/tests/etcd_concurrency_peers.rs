@@ -291,3 +291,70 @@ async fn one_locker_taking_a_name_twice_queues_on_a_second_lease() {
     assert!(ttl(session_lease).await > 0, "the session lease is gone");
     assert!(peers.keys(name).await.is_empty());
 }
+
+// ------------------------------------------------------------ elections
+
+/// The next leader `observe` reports, skipping moments without one.
+async fn next_leader(observe: &mut lock_core::LeaderWatch) -> lock_core::LeaderInfo {
+    let leader = async {
+        loop {
+            if let Some(leader) = observe.changed().await {
+                return leader;
+            }
+        }
+    };
+    tokio::time::timeout(LIMIT, leader)
+        .await
+        .expect("no leader observed")
+}
+
+/// `etcdctl elect` and distlock candidates on one election: one leader
+/// at a time; distlock's observer shows etcdctl's leader with its value
+/// (its key as the owner), `etcdctl elect -l` shows distlock's with its
+/// value and proclaimed value, and each term is the leader key's create
+/// revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_and_distlock_candidates_share_one_election() {
+    let peers = peers().await;
+    let name = "peers-election";
+    let mut theirs = TestChild::start(peers.etcdctl.elect(name, "etcdctl leads")).await;
+    let their_key = theirs.next_line(LIMIT).await;
+    assert_eq!(theirs.next_line(LIMIT).await, "etcdctl leads");
+    let their_term = peers.keys(name).await[0].create_revision as u64;
+    let observer = peers.locker("3s").await;
+    let mut observe = observer.election(name).unwrap().observe();
+    let seen = next_leader(&mut observe).await;
+    let seen = (seen.owner.as_str(), seen.term.get(), seen.value.as_str());
+    assert_eq!(seen, (their_key.as_str(), their_term, "etcdctl leads"));
+
+    let candidate = peers.locker("3s").await.election(name).unwrap();
+    let campaign = tokio::spawn(async move { candidate.campaign("distlock leads").await });
+    peers.wait_for_keys(name, 2).await;
+    assert!(!campaign.is_finished(), "two leaders at once");
+    // SIGTERM makes etcdctl resign before it exits.
+    signal_group(theirs.pid(), libc::SIGTERM).unwrap();
+    let leader = tokio::time::timeout(LIMIT, campaign)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let keys = peers.keys(name).await;
+    assert_eq!(keys.len(), 1, "etcdctl's key outlived its leadership");
+    assert_eq!(leader.term().get(), keys[0].create_revision as u64);
+    assert!(leader.term().get() > their_term);
+    let seen = next_leader(&mut observe).await;
+    assert_eq!(
+        (seen.owner.as_str(), seen.term),
+        (leader.owner().as_str(), leader.term())
+    );
+    assert_eq!(seen.value, "distlock leads");
+
+    let mut listener = TestChild::start(peers.etcdctl.observe(name)).await;
+    assert_eq!(listener.next_line(LIMIT).await, keys[0].key);
+    assert_eq!(listener.next_line(LIMIT).await, "distlock leads");
+    leader.proclaim("distlock proclaims").await.unwrap();
+    assert_eq!(listener.next_line(LIMIT).await, keys[0].key);
+    assert_eq!(listener.next_line(LIMIT).await, "distlock proclaims");
+    leader.resign().await.unwrap();
+    exited(&mut theirs).await;
+}
