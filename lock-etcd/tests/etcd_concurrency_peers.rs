@@ -46,7 +46,15 @@ async fn peers() -> Peers {
 impl Peers {
     /// A locker on the layout, with session ttl `ttl` (`3s`).
     async fn locker(&self, ttl: &str) -> Locker {
-        let url = format!("{}?ttl={ttl}&layout=concurrency&{TEST_TIMEOUTS}", self.url);
+        self.locker_under("", ttl).await
+    }
+
+    /// A locker on the layout whose names are prefixed by `key_prefix`.
+    async fn locker_under(&self, key_prefix: &str, ttl: &str) -> Locker {
+        let url = format!(
+            "{}?ttl={ttl}&layout=concurrency&key_prefix={key_prefix}&{TEST_TIMEOUTS}",
+            self.url
+        );
         connect(&url).await.expect("connect")
     }
 
@@ -229,15 +237,17 @@ async fn waiters_of_both_clients_are_served_in_creation_order() {
 
 /// An `etcdctl lock --ttl 2` holder killed with SIGKILL keeps the lock
 /// until its lease expires; then a distlock waiter gets it, with a
-/// higher token.
+/// higher token. The waiter names the lock under `key_prefix`, etcdctl
+/// with the prefix in the name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_etcdctl_holder_is_followed_once_its_lease_expires() {
     let peers = peers().await;
-    let name = "peers-killed";
+    let (key_prefix, name) = ("peers-app/", "killed");
     let script = format!("{CREATE_REVISION_SH}\necho \"HELD $TOKEN\"\nsleep 60");
-    let mut holder = TestChild::start(peers.etcdctl.lock(name, Some(2), &script)).await;
+    let prefixed = format!("{key_prefix}{name}");
+    let mut holder = TestChild::start(peers.etcdctl.lock(&prefixed, Some(2), &script)).await;
     let old: u64 = holder.expect("HELD").await.parse().unwrap();
-    let locker = peers.locker("3s").await;
+    let locker = peers.locker_under(key_prefix, "3s").await;
     assert!(locker.try_lock(name).await.unwrap().is_none());
     signal_group(holder.pid(), libc::SIGKILL).unwrap();
     let killed_at = Instant::now();
