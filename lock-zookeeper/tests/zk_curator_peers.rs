@@ -9,6 +9,7 @@
 mod common;
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use common::mixed::{mixed_run, Fleet, Peers, ROUNDS, TTL};
 use common::SLACK;
@@ -131,7 +132,9 @@ async fn read_write_lock_is_shared_by_readers_and_exclusive_for_writers() {
 }
 
 /// Curator's InterProcessSemaphoreV2 and distlock's semaphore with the
-/// same limit: never more holders than the limit at once, everyone served.
+/// same limit, taken by turns: everyone is served, and never more holders
+/// than the limit at once. (The holds here rarely pile up to the limit:
+/// the case below fills the semaphore on purpose.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semaphore_limit_holds_across_curator_and_distlock() {
     const LIMIT: u32 = 2;
@@ -139,6 +142,52 @@ async fn semaphore_limit_holds_across_curator_and_distlock() {
     let ledger = mixed_run(&fleet, "pool", |_, _| Kind::Permit(LIMIT)).await;
     ledger.assert_safe();
     assert!(ledger.most.load(Ordering::SeqCst) <= LIMIT as usize);
+}
+
+/// A semaphore full of Curator's leases has no room for distlock, and one
+/// full of both sides' has none for Curator: each side counts the other's
+/// leases against the limit they share by convention.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_full_on_one_side_has_no_room_for_the_other() {
+    const LIMIT: u32 = 2;
+    let fleet = Fleet::new("semaphore-full", Peers::Curator).await;
+    let (path, leases) = (fleet.path("pool"), format!("{}/leases", fleet.path("pool")));
+    let permit = Take::Permit(path.clone(), LIMIT);
+    let (mut a, mut b, mut c) = (fleet.peer().await, fleet.peer().await, fleet.peer().await);
+    a.take(&permit).await.unwrap();
+    b.take(&permit).await.unwrap();
+    let locker = fleet.locker().await;
+    let pool = locker.semaphore("pool", LIMIT).unwrap();
+    assert!(
+        pool.try_acquire().await.unwrap().is_none(),
+        "distlock took a third permit of two"
+    );
+    let waiting = tokio::spawn(async move { pool.acquire().await });
+    fleet.wait_for_nodes(&leases, "lease-", 3).await;
+    assert!(
+        !waiting.is_finished(),
+        "distlock's waiter took a third permit"
+    );
+    a.release().await.unwrap();
+    let guard = timeout(SLACK, waiting)
+        .await
+        .expect("distlock never got a permit");
+    let guard = guard.unwrap().unwrap();
+
+    c.begin(&permit).await.unwrap();
+    fleet.wait_for_nodes(&leases, "lease-", 3).await;
+    let early = timeout(Duration::from_millis(300), c.held()).await;
+    assert!(
+        early.is_err(),
+        "Curator took a third permit beside distlock's"
+    );
+    guard.release().await.unwrap();
+    timeout(SLACK, c.held())
+        .await
+        .expect("Curator never got a permit")
+        .unwrap();
+    b.release().await.unwrap();
+    c.release().await.unwrap();
 }
 
 /// A Curator holder frozen past its session timeout is replaced by the
