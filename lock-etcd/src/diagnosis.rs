@@ -1,6 +1,6 @@
 //! Why a connection to etcd failed: how an etcd member answers, for
-//! lock-core's [`diagnose`](lock_core::backend::diagnose), and the call
-//! the connect path makes when the client's error is vague.
+//! lock-core's [`diagnose`], and the call the connect path makes when the
+//! client's error is vague.
 
 use lock_core::backend::diagnose::{self, Protocol, Verdict};
 use lock_core::url::HostPort;
