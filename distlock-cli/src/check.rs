@@ -27,6 +27,17 @@ pub(crate) async fn check(store: &ChosenStore, args: CheckArgs) -> Result<i32, F
     // Connect once up front so a bad URL or a dead store gives its own exit
     // code and one message, instead of twenty failed cases.
     let locker = store.connect().await?;
+    if !locker.capabilities().namespaced_keys {
+        // The cases keep apart from live locks (and from each other) by
+        // namespaces of their own; here they would take the very names
+        // other clients use.
+        return Err(Failure::usage(format!(
+            "the check runs in namespaces of its own, but the {} backend lays keys out as \
+             another client family does (option `layout`), where the namespace is not part \
+             of a key: run the check on the same store without `layout`",
+            locker.backend_name()
+        )));
+    }
     let factory = UrlFactory::new(store.as_str()).map_err(|error| store.failure(error))?;
     output::line(&format!(
         "checking {} ({} backend): {selected} case{}",

@@ -30,14 +30,34 @@ static ONE_CHECK_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// Runs `distlock check` (with the default log filter) against this
 /// binary's stock ZooKeeper, in a namespace of `test`'s own.
 fn check_on_stock_zookeeper(test: &str) -> Output {
-    let server = test_server(shared_server("zookeeper-stock", || {
-        standalone_spec_with(ZkSettings::stock())
-    }));
-    let url = zk_url(&[server.addr()], "", &unique_options(test, ""));
+    let url = zk_url(&[stock_zookeeper()], "", &unique_options(test, ""));
     let _turn = ONE_CHECK_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     output_within(distlock_at(&url, &["check"]), CHECK_LIMIT)
+}
+
+/// This binary's ZooKeeper with the sample configuration's settings.
+fn stock_zookeeper() -> std::net::SocketAddr {
+    let server = test_server(shared_server("zookeeper-stock", || {
+        standalone_spec_with(ZkSettings::stock())
+    }));
+    server.addr()
+}
+
+/// In a layout shared with another client family the namespace is not
+/// part of a key, so the cases could not keep apart from the names live
+/// clients use: the check refuses it, saying why and what to do, and
+/// touches nothing.
+#[test]
+fn check_refuses_a_layout_shared_with_other_clients() {
+    let url = zk_url(&[stock_zookeeper()], "/", "layout=curator");
+    let out = output_within(distlock_at(&url, &["check"]), CHECK_LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("option `layout`"), "{said}");
+    assert!(said.contains("without `layout`"), "{said}");
+    assert!(!stdout(&out).contains("passed"), "{}", stdout(&out));
 }
 
 #[test]
