@@ -4,8 +4,8 @@
 //! move within each family, measured in one run on one server.
 //!
 //! Each sample: the first contender takes the lock (or leads), the second
-//! asks and is seen queued in the store (its entry or node exists), then
-//! the first gives it back (release, resign); the sample is the time from
+//! asks, is seen queued in the store (its entry or node exists) and waits
+//! [`SETTLE`] more, then the first gives it back (release, resign); the sample is the time from
 //! the give-back being started to the second learning that it holds, on
 //! this process's monotonic clock. A peer process learns it holds when its
 //! answer line arrives here, so a peer's figures include one pipe write
@@ -28,6 +28,9 @@ use tokio::task::JoinHandle;
 /// How long any step (a take, a hand-off, being seen queued) may take
 /// before the row fails: far beyond any working store.
 const PATIENCE: Duration = Duration::from_secs(20);
+
+/// How long the second contender waits, queued, before the give-back.
+pub const SETTLE: Duration = Duration::from_millis(200);
 
 /// Samples taken, unreported, before a row's first measured one (a JVM's
 /// first calls run interpreted).
@@ -171,6 +174,11 @@ async fn one_hand_off(
     while census().await? < 2 {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+    // Queued is not yet waiting: a peer may still be setting up its
+    // watch (etcd delivers to a watch that starts at the current
+    // revision, as Go's waiters start theirs, only from its next sync of
+    // such watches, every 100 ms). Waiters in use have waited longer.
+    tokio::time::sleep(SETTLE).await;
     let started = Instant::now();
     let (gave, took) = tokio::join!(first.give_back(), second.held());
     gave?;
