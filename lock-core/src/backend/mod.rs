@@ -72,10 +72,10 @@ use std::time::{Duration, Instant};
 
 use crate::error::LockError;
 pub use crate::info::HoldKind;
-pub use crate::taking::Taking;
 use crate::info::LockInfo;
 use crate::key::{LockName, Namespace};
 use crate::owner::OwnerId;
+pub use crate::taking::Taking;
 use crate::token::FencingToken;
 
 pub use crate::error::BoxError;
