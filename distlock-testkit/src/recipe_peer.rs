@@ -94,7 +94,7 @@ impl RecipePeer {
 
     /// The peer's pid, also its process group: for
     /// [`pause_group`](crate::pause_group) and
-    /// [`signal_group`](crate::signal_group).
+    /// [`signal_group`].
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

@@ -255,7 +255,7 @@ capabilities! {
     semaphores: Semaphores,
     /// A semaphore's limit is stored with it: a request under another
     /// limit while permits are held fails with
-    /// [`LockError::LimitMismatch`](crate::LockError::LimitMismatch).
+    /// [`LockError::LimitMismatch`].
     /// Without it (a layout shared with a client family that stores no
     /// limit), the clients of a semaphore must agree on its limit.
     stored_limits: StoredLimits,
