@@ -84,5 +84,6 @@ async fn file_declares_its_capabilities() {
     expected.shared_locks = true;
     expected.semaphores = true;
     expected.namespaced_keys = true;
+    expected.stored_limits = true;
     assert_eq!(locker.capabilities(), expected);
 }

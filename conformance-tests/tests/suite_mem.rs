@@ -33,5 +33,6 @@ async fn mem_declares_its_capabilities() {
     expected.semaphores = true;
     expected.watch_every_change = true;
     expected.namespaced_keys = true;
+    expected.stored_limits = true;
     assert_eq!(locker.capabilities(), expected);
 }
