@@ -199,12 +199,16 @@ impl LockGuard {
             key = %self.name.key(),
             token = self.token.get(),
         );
+        // A loss known before the release is the answer. From here on the
+        // store's answer is: a renewal still in flight may find the lock
+        // gone because this release deleted it, which is no loss, and is
+        // not reported as one.
+        let earlier_loss = self.signal.loss_reason();
+        self.lease.reporter.mark_released();
         // `finished` is set only after the store answered: if this future is
         // dropped mid-way, Drop releases again (owner-checked, so harmless).
         let outcome = self.lease.held.release().instrument(span).await;
         self.finished = true;
-        let earlier_loss = self.signal.loss_reason();
-        self.lease.reporter.mark_released();
         self.count_release(&outcome);
         match (earlier_loss, outcome) {
             (Some(reason), _) => Err(LockError::lost(self.key(), reason)),
