@@ -11,7 +11,7 @@ use distlock_testkit::url::host_list;
 use distlock_testkit::zookeeper::{start_standalone_with, zk_url, ZkSettings};
 use distlock_testkit::Server;
 
-use super::{Census, Contender, Distlock, Family, Primitive, Side};
+use super::{census, Census, Contender, Family, Primitive};
 
 /// The session timeout of every peer and locker.
 const SESSION: Duration = Duration::from_secs(10);
@@ -73,20 +73,17 @@ impl Family for CuratorFamily {
         "Curator"
     }
 
-    async fn contender(
+    fn distlock_url(&self) -> String {
+        let query = format!("layout=curator&ttl={}s", SESSION.as_secs());
+        zk_url(&self.addrs(), "/", &query)
+    }
+
+    async fn peer_contender(
         &self,
-        side: Side,
         key: &str,
         primitive: Primitive,
     ) -> Result<Box<dyn Contender>, String> {
-        if side == Side::Distlock {
-            let query = format!("layout=curator&ttl={}s", SESSION.as_secs());
-            let url = zk_url(&self.addrs(), "/", &query);
-            let locker = distlock::connect(&url).await.map_err(|e| e.to_string())?;
-            return Ok(Box::new(Distlock::new(locker, key, primitive)));
-        }
-        let connect = host_list(self.addrs());
-        let peer = RecipePeer::curator(&connect, SESSION).await?;
+        let peer = RecipePeer::curator(&host_list(self.addrs()), SESSION).await?;
         let path = format!("/{key}");
         let take = match primitive {
             Primitive::Lock => Take::Mutex(path),
@@ -95,17 +92,16 @@ impl Family for CuratorFamily {
         Ok(Box::new(CuratorContender { peer, take }))
     }
 
-    fn census(&self, key: &str, _primitive: Primitive) -> Census {
-        let (raw, path) = (self.raw.clone(), format!("/{key}"));
-        Box::new(move || {
-            let (raw, path) = (raw.clone(), path.clone());
-            Box::pin(async move {
+    fn census(&self, key: &str) -> Census {
+        census(
+            (self.raw.clone(), format!("/{key}")),
+            |(raw, path)| async move {
                 match raw.list_children(&path).await {
                     Ok(children) => Ok(children.len()),
                     Err(zookeeper_client::Error::NoNode) => Ok(0),
                     Err(e) => Err(format!("list {path}: {e}")),
                 }
-            })
-        })
+            },
+        )
     }
 }

@@ -12,7 +12,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 use tokio::sync::oneshot;
 
-use super::{Census, Contender, Distlock, Family, Primitive, Side};
+use super::{census, Census, Contender, Family, Primitive};
 
 /// One `etcdctl lock NAME` (no command: it holds until SIGTERM) or
 /// `etcdctl elect NAME VALUE` process per hold.
@@ -132,30 +132,26 @@ impl Family for EtcdFamily {
         "etcdctl"
     }
 
-    async fn contender(
+    fn distlock_url(&self) -> String {
+        format!("{}?layout=concurrency", self.url)
+    }
+
+    async fn peer_contender(
         &self,
-        side: Side,
         key: &str,
         primitive: Primitive,
     ) -> Result<Box<dyn Contender>, String> {
-        Ok(match side {
-            Side::Peer => Box::new(EtcdctlContender::new(self.etcdctl.clone(), key, primitive)),
-            Side::Distlock => {
-                let url = format!("{}?layout=concurrency", self.url);
-                let locker = distlock::connect(&url).await.map_err(|e| e.to_string())?;
-                Box::new(Distlock::new(locker, key, primitive))
-            }
-        })
+        let etcdctl = self.etcdctl.clone();
+        Ok(Box::new(EtcdctlContender::new(etcdctl, key, primitive)))
     }
 
-    fn census(&self, key: &str, _primitive: Primitive) -> Census {
-        let (raw, prefix) = (self.raw.clone(), format!("{key}/"));
-        Box::new(move || {
-            let (raw, prefix) = (raw.clone(), prefix.clone());
-            Box::pin(async move {
+    fn census(&self, key: &str) -> Census {
+        census(
+            (self.raw.clone(), format!("{key}/")),
+            |(raw, prefix)| async move {
                 let count = keys_under(&raw, &prefix).await.map_err(|e| e.to_string())?;
                 Ok(usize::try_from(count).unwrap_or(0))
-            })
-        })
+            },
+        )
     }
 }

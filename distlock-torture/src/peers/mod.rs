@@ -91,15 +91,43 @@ pub trait Family: Send + Sync {
     fn store(&self) -> &'static str;
     /// The peer family, e.g. `etcdctl`.
     fn peer(&self) -> &'static str;
-    /// A fresh contender of `side` for `key`'s `primitive`.
-    async fn contender(
+    /// The URL distlock's lockers open: the server, in the joining layout.
+    fn distlock_url(&self) -> String;
+    /// A fresh peer contender for `key`'s `primitive`.
+    async fn peer_contender(
         &self,
-        side: Side,
         key: &str,
         primitive: Primitive,
     ) -> Result<Box<dyn Contender>, String>;
-    /// Counts the contenders queued on `key`'s `primitive` in the store.
-    fn census(&self, key: &str, primitive: Primitive) -> Census;
+    /// Counts the contenders queued on `key` in the store.
+    fn census(&self, key: &str) -> Census;
+}
+
+/// A [`Census`] that runs `count` on a fresh copy of `state` each time.
+pub fn census<S, F>(state: S, count: fn(S) -> F) -> Census
+where
+    S: Clone + Send + 'static,
+    F: Future<Output = Result<usize, String>> + Send + 'static,
+{
+    Box::new(move || Box::pin(count(state.clone())))
+}
+
+/// A fresh contender of `side` for `key`'s `primitive`: a distlock locker
+/// of its own, or a peer.
+async fn contender(
+    family: &dyn Family,
+    side: Side,
+    key: &str,
+    primitive: Primitive,
+) -> Result<Box<dyn Contender>, String> {
+    match side {
+        Side::Peer => family.peer_contender(key, primitive).await,
+        Side::Distlock => {
+            let locker = distlock::connect(&family.distlock_url()).await;
+            let locker = locker.map_err(|e| e.to_string())?;
+            Ok(Box::new(Distlock::new(locker, key, primitive)))
+        }
+    }
 }
 
 /// Every row of `family`: lock hand-offs and failovers after resign in
@@ -109,9 +137,9 @@ pub async fn rows(family: &dyn Family, samples: usize) -> Result<Vec<Row>, Strin
     for primitive in [Primitive::Lock, Primitive::Leader] {
         for (i, (from, to)) in DIRECTIONS.into_iter().enumerate() {
             let key = format!("peer-bench/{}-{i}", primitive.word());
-            let mut first = family.contender(from, &key, primitive).await?;
-            let mut second = family.contender(to, &key, primitive).await?;
-            let mut census = family.census(&key, primitive);
+            let mut first = contender(family, from, &key, primitive).await?;
+            let mut second = contender(family, to, &key, primitive).await?;
+            let mut census = family.census(&key);
             let samples = measure(&mut *first, &mut *second, &mut census, samples)
                 .await
                 .map_err(|e| format!("{} {key}: {e}", family.store()))?;

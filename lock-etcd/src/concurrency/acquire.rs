@@ -7,7 +7,7 @@
 //! and again, until none is left.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp};
 use lock_core::backend::{AcquireRequest, Acquired, Renewal};
@@ -18,7 +18,7 @@ use crate::client::{is_lease_not_found, range_reads, run_txn};
 use crate::core::EtcdCore;
 use crate::held::{ForeignHold, HeldEntry};
 use crate::names::EntryName;
-use crate::queue::{queue_line, Entry, Turn};
+use crate::queue::{queue_line, Entry, Requeues, Turn};
 use crate::session::Lease;
 
 /// Takes the hold `request` asks for under `<key_prefix><key>/`; see the
@@ -37,15 +37,9 @@ pub(crate) async fn acquire(
         .settled(&queue_line(&prefix), core.config.response_timeout)
         .await;
     let started = Instant::now();
-    let mut requeues = 0u32;
+    let mut requeues = Requeues::default();
     loop {
-        if requeues > 0 {
-            // Our key keeps vanishing (its lease lost, or deleted from
-            // outside): do not hammer the cluster while that goes on.
-            let pause = Duration::from_millis(10) * requeues.min(50);
-            tokio::time::sleep(pause).await;
-        }
-        requeues += 1;
+        requeues.next().await;
         let deadline = core.retry_deadline(request.wait);
         let (lease, name, own_lease) = hold_lease(core, &prefix, request, deadline).await?;
         let record = OwnerRecord::register(name.key(), &request.owner);

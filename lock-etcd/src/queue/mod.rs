@@ -63,15 +63,9 @@ pub(crate) async fn acquire(
         .settled(&line, core.config.response_timeout)
         .await;
     let started = Instant::now();
-    let mut requeues = 0u32;
+    let mut requeues = Requeues::default();
     loop {
-        if requeues > 0 {
-            // Our entry keeps vanishing (its lease lost, or deleted from
-            // outside): do not hammer the cluster while that goes on.
-            let pause = Duration::from_millis(10) * requeues.min(50);
-            tokio::time::sleep(pause).await;
-        }
-        requeues += 1;
+        requeues.next().await;
         let lease = core
             .sessions
             .lease(request.ttl, core.retry_deadline(request.wait))
@@ -136,5 +130,22 @@ async fn wait_turn(
         HoldKind::Shared => at.wait_read_turn(core, lease, request.wait).await,
         HoldKind::Permit { limit } => at.wait_permit_turn(core, lease, limit, request.wait).await,
         _ => at.wait_turn(core, lease, view, request.wait).await,
+    }
+}
+
+/// An acquisition's tries at queueing. From the second on, each waits
+/// 10 ms longer than the one before (at most 500 ms): an entry that keeps
+/// vanishing (its lease lost, or deleted from outside) must not make the
+/// acquisition hammer the cluster.
+#[derive(Debug, Default)]
+pub(crate) struct Requeues(u32);
+
+impl Requeues {
+    /// Waits before the next try, if it is not the first.
+    pub(crate) async fn next(&mut self) {
+        if self.0 > 0 {
+            tokio::time::sleep(Duration::from_millis(10) * self.0.min(50)).await;
+        }
+        self.0 += 1;
     }
 }
